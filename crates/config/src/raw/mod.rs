@@ -1,0 +1,141 @@
+//! The raw configuration: serde types mirroring the TOML file one to one, before validation.
+//!
+//! This layer is deliberately lenient so that validation, not serde, judges the values: serde
+//! stops at the first error, validation reports them all. So every key is optional (a missing
+//! key is a validation error with a place), numbers-or-strings are [`Scalar`]s, and leaf values
+//! are `Spanned` to keep their place. Unknown keys are not denied here (that would also stop at
+//! the first); they are collected by `serde_ignored` in [`crate::parse`].
+//! Nothing here is used outside the crate: the contract is [`crate::model`].
+
+mod shapes;
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub(crate) use shapes::{OneOrMany, RawTls, RawUpstreamServer, Scalar};
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawConfig {
+    pub server: Option<RawServer>,
+    pub log: Option<RawLog>,
+    #[serde(default)]
+    pub listeners: Vec<RawListener>,
+    #[serde(default)]
+    pub routes: Vec<RawRoute>,
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, RawUpstream>,
+}
+
+/// `[server]`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawServer {
+    pub workers: Option<Spanned<Scalar>>,
+    pub shutdown_timeout: Option<Spanned<Scalar>>,
+    pub server_header: Option<Spanned<String>>,
+}
+
+/// `[log]`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawLog {
+    pub level: Option<Spanned<String>>,
+    pub access: Option<Spanned<String>>,
+    pub format: Option<Spanned<String>>,
+}
+
+/// `[[listeners]]`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawListener {
+    pub name: Option<Spanned<String>>,
+    pub address: Option<Spanned<Scalar>>,
+    pub protocols: Option<Spanned<OneOrMany>>,
+    pub header_read_timeout: Option<Spanned<Scalar>>,
+    pub idle_timeout: Option<Spanned<Scalar>>,
+    pub tls_handshake_timeout: Option<Spanned<Scalar>>,
+    pub max_header_size: Option<Spanned<Scalar>>,
+    pub max_headers: Option<Spanned<Scalar>>,
+    pub max_concurrent_streams: Option<Spanned<Scalar>>,
+    pub tls: Option<Spanned<RawTls>>,
+}
+
+/// `[listeners.tls]`, the table form of `tls`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawTlsTable {
+    pub self_signed: Option<Spanned<bool>>,
+    pub hosts: Option<Spanned<OneOrMany>>,
+    pub cert: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+    #[serde(default)]
+    pub sni: Vec<RawSni>,
+}
+
+/// `[[listeners.tls.sni]]`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawSni {
+    pub hosts: Option<Spanned<OneOrMany>>,
+    pub cert: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+}
+
+/// `[[routes]]`. The four actions are separate optional tables so that "none" and "two" are
+/// both reportable, rather than an enum serde would reject without saying where.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawRoute {
+    pub name: Option<Spanned<String>>,
+    pub host: Option<Spanned<OneOrMany>>,
+    pub path: Option<Spanned<String>>,
+    pub path_prefix: Option<Spanned<String>>,
+    pub listeners: Option<Spanned<OneOrMany>>,
+    #[serde(rename = "static")]
+    pub static_files: Option<RawStatic>,
+    pub respond: Option<RawRespond>,
+    pub redirect: Option<RawRedirect>,
+    pub proxy: Option<RawProxy>,
+}
+
+/// `static = { ... }`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawStatic {
+    pub root: Option<Spanned<String>>,
+    pub index: Option<Spanned<OneOrMany>>,
+    pub strip_prefix: Option<bool>,
+    pub follow_symlinks_outside_root: Option<bool>,
+}
+
+/// `respond = { ... }`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawRespond {
+    pub status: Option<Spanned<Scalar>>,
+    pub body: Option<String>,
+    /// Header name -> value. Names are checked in validation (a bad one is pointed at by key).
+    #[serde(default)]
+    pub headers: BTreeMap<String, Spanned<String>>,
+}
+
+/// `redirect = { ... }`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawRedirect {
+    pub to: Option<Spanned<String>>,
+    pub status: Option<Spanned<Scalar>>,
+}
+
+/// `proxy = { ... }`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawProxy {
+    pub upstream: Option<Spanned<String>>,
+}
+
+/// `[upstreams.NAME]`
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawUpstream {
+    pub servers: Option<Vec<Spanned<RawUpstreamServer>>>,
+}
+
+/// The table form of an upstream server: `{ address = "...", weight = 3 }`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawServerTable {
+    pub address: Option<Spanned<String>>,
+    pub weight: Option<Spanned<Scalar>>,
+}

@@ -1,0 +1,154 @@
+//! Which keys each table accepts, and the closest valid key to a misspelt one.
+//!
+//! The key lists are not written by hand: they are read from the raw structs' derived
+//! `Deserialize` impls (serde passes a struct's field names to `deserialize_struct`; a small
+//! deserializer catches them there). So renaming or adding a raw field cannot leave the hints
+//! stale. What is written by hand is which struct sits at which path, in [`table_keys`]; a test
+//! in `tests/golden.rs` checks every table of the schema against it.
+
+use serde::Deserialize;
+use serde::de::{self, Visitor};
+
+use crate::path::{KeyPath, Seg};
+use crate::raw::{
+    RawConfig, RawListener, RawLog, RawProxy, RawRedirect, RawRespond, RawRoute, RawServer,
+    RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
+};
+
+/// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
+/// `respond.headers`) or not part of the schema.
+pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
+    // `Key(&str)` / `Any` lets the match below read like the paths it stands for.
+    #[derive(Clone, Copy)]
+    enum P<'a> {
+        K(&'a str),
+        I,
+    }
+    use P::{I, K};
+    let pattern: Vec<P<'_>> = path
+        .segs()
+        .iter()
+        .map(|seg| match seg {
+            Seg::Key(key) => K(key.as_str()),
+            Seg::Index(_) => I,
+        })
+        .collect();
+    match pattern.as_slice() {
+        [] => fields_of::<RawConfig>(),
+        [K("server")] => fields_of::<RawServer>(),
+        [K("log")] => fields_of::<RawLog>(),
+        [K("listeners"), I] => fields_of::<RawListener>(),
+        [K("listeners"), I, K("tls")] => fields_of::<RawTlsTable>(),
+        [K("listeners"), I, K("tls"), K("sni"), I] => fields_of::<RawSni>(),
+        [K("routes"), I] => fields_of::<RawRoute>(),
+        [K("routes"), I, K("static")] => fields_of::<RawStatic>(),
+        [K("routes"), I, K("respond")] => fields_of::<RawRespond>(),
+        [K("routes"), I, K("redirect")] => fields_of::<RawRedirect>(),
+        [K("routes"), I, K("proxy")] => fields_of::<RawProxy>(),
+        [K("upstreams"), K(_)] => fields_of::<RawUpstream>(),
+        [K("upstreams"), K(_), K("servers"), I] => fields_of::<RawServerTable>(),
+        _ => None,
+    }
+}
+
+/// The field names a derived `Deserialize` struct expects, as written in the file (after
+/// `rename`).
+pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> Option<&'static [&'static str]> {
+    let mut fields = None;
+    // The grabber always fails once it has the names; the error is the expected way out.
+    let _ = T::deserialize(FieldGrabber { fields: &mut fields });
+    fields
+}
+
+struct FieldGrabber<'a> {
+    fields: &'a mut Option<&'static [&'static str]>,
+}
+
+impl<'de> de::Deserializer<'de> for FieldGrabber<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.fields = Some(fields);
+        Err(de::Error::custom("field names captured"))
+    }
+
+    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not a struct"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// The candidate closest to `word`, if it is close enough to be what was meant.
+pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let word_lower = word.to_lowercase();
+    let (distance, best) = candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(&word_lower, &c.to_lowercase()), c))
+        .min_by_key(|(distance, _)| *distance)?;
+    // One edit for short words (else `h1` would suggest anything), a third of the word beyond.
+    let allowed = if word.chars().count() <= 4 { 1 } else { (word.chars().count() / 3).max(2) };
+    (distance <= allowed).then_some(best)
+}
+
+/// A hint for a misspelt name: the closest candidate, or the list of valid ones.
+pub(crate) fn name_hint<'a>(word: &str, candidates: &[&'a str]) -> (Option<&'a str>, String) {
+    match closest(word, candidates.iter().copied()) {
+        Some(best) => (Some(best), format!("did you mean `{best}`?")),
+        None => {
+            let list: Vec<String> = candidates.iter().map(|c| format!("`{c}`")).collect();
+            (None, format!("expected one of {}", list.join(", ")))
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_field_names_from_the_derive() {
+        let route = fields_of::<RawRoute>().unwrap();
+        assert!(route.contains(&"static"), "renamed field appears under its TOML name");
+        assert!(route.contains(&"path_prefix"));
+        assert!(!route.contains(&"static_files"));
+    }
+
+    #[test]
+    fn suggests_close_keys_only() {
+        let keys = ["address", "name", "protocols", "idle_timeout"];
+        assert_eq!(closest("adress", keys), Some("address"));
+        assert_eq!(closest("Protocol", keys), Some("protocols"));
+        assert_eq!(closest("nmae", keys), Some("name"));
+        assert_eq!(closest("timeout", keys), None);
+        assert_eq!(closest("zz", keys), None);
+    }
+
+    #[test]
+    fn hints_list_valid_names_when_nothing_is_close() {
+        let (best, hint) = name_hint("xyz", &["json", "combined"]);
+        assert_eq!((best, hint.as_str()), (None, "expected one of `json`, `combined`"));
+        let (best, hint) = name_hint("jsno", &["json", "combined"]);
+        assert_eq!((best, hint.as_str()), (Some("json"), "did you mean `json`?"));
+    }
+
+    #[test]
+    fn knows_the_tables_of_the_schema() {
+        let sni = KeyPath::root().key("listeners").index(3).key("tls").key("sni").index(0);
+        assert_eq!(table_keys(&sni), fields_of::<RawSni>());
+        let server = KeyPath::root().key("upstreams").key("api").key("servers").index(1);
+        assert_eq!(table_keys(&server).unwrap(), ["address", "weight"]);
+        let headers = KeyPath::root().key("routes").index(0).key("respond").key("headers");
+        assert_eq!(table_keys(&headers), None);
+    }
+}

@@ -1,0 +1,230 @@
+//! Static files: a route's directory served over GET and HEAD, with validators, conditional
+//! requests, single byte ranges, a directory index, and no way out of the root.
+//!
+//! # Why sluice owns this handler
+//! tower-http's `ServeDir` has no `ETag`, no `If-None-Match` / `If-Range`, and no containment of
+//! symbolic links; and later work needs to pick precompressed sidecars (`.br`, `.zst`, `.gz`)
+//! with their own ETag and to serve hot small files from memory. So the handler is written here,
+//! with crates for the well-defined pieces: `mime_guess` (types), `httpdate` (dates),
+//! `http-range-header` (Range syntax) and `percent-encoding` (paths).
+//!
+//! # How a request flows (read the files in this order)
+//! 1. [`path`]: method check (GET/HEAD, else 405), route prefix stripped, path decoded; any
+//!    `..`, NUL or invalid UTF-8 is a 400.
+//! 2. [`resolve`] (one trip to the blocking pool): canonicalise, contain symlinks, directory ->
+//!    301 to add `/` or its index file, open, `fstat` once.
+//! 3. [`conditional`]: validators (`ETag`, `Last-Modified`) and RFC 9110 §13.2.2 preconditions:
+//!    412 or 304.
+//! 4. [`range`]: `Range` (GET only) with `If-Range`: 206, 416, or the whole file.
+//! 5. [`body`]: the bytes, read whole up to 64 KiB or streamed in 64 KiB frames.
+//!
+//! Failures that become a plain status page (400, 403, 404, 500) are `Err`; everything that is a
+//! protocol answer (304, 206, 412, 416, 405, 301) is an `Ok` response.
+//!
+//! Specs: RFC 9110 §8.8 (validators), §13 (conditional requests), §14 (range requests).
+//! Not implemented: `multipart/byteranges` (several ranges get the whole file with 200),
+//! directory listings, precompressed sidecars (next step), an open-file cache.
+
+mod body;
+mod conditional;
+mod path;
+mod range;
+mod resolve;
+mod response;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, Response, StatusCode, Uri};
+use sluice_core::{Body, Error, ErrorKind};
+
+use conditional::{Precondition, Validators};
+use range::RangeDecision;
+use resolve::{OpenFile, Resolver, Target};
+
+/// A static-files route, ready to serve. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct StaticFiles {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    resolver: Resolver,
+    route_prefix: String,
+    strip_prefix: bool,
+}
+
+impl StaticFiles {
+    /// `route_prefix` is the route's path prefix (used when `strip_prefix` is on). The root is
+    /// canonicalised once here, so each request compares against a fixed, link-free path.
+    pub fn new(cfg: &sluice_config::StaticFiles, route_prefix: &str) -> Result<Self, Error> {
+        let root = std::fs::canonicalize(&cfg.root).map_err(|e| {
+            let message = format!("cannot use static root {}", cfg.root.display());
+            Error::internal(ErrorKind::Io, message).with_source(e)
+        })?;
+        if !root.is_dir() {
+            let message = format!("static root {} is not a directory", cfg.root.display());
+            return Err(Error::internal(ErrorKind::Io, message));
+        }
+        let resolver = Resolver {
+            root,
+            index: cfg.index.clone(),
+            follow_symlinks_outside_root: cfg.follow_symlinks_outside_root,
+        };
+        let inner = Inner {
+            resolver,
+            route_prefix: route_prefix.to_owned(),
+            strip_prefix: cfg.strip_prefix,
+        };
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The canonical root directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.resolver.root
+    }
+
+    /// Serve a request. `Err` for failures that become a plain status page (404, 400, 403, 500);
+    /// `Ok` for everything else, including 304, 206, 412, 416 (with `Content-Range: bytes */LEN`),
+    /// 405 (with `Allow: GET, HEAD`) and the 301 that adds a directory's trailing slash.
+    pub async fn serve(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+    ) -> Result<Response<Body>, Error> {
+        if method != Method::GET && method != Method::HEAD {
+            return Ok(response::method_not_allowed());
+        }
+        let inner = &self.inner;
+        let raw = path::strip_route_prefix(uri.path(), &inner.route_prefix, inner.strip_prefix)
+            .ok_or_else(|| Error::downstream(ErrorKind::NotFound, "not found"))?;
+        let rel = path::to_rel_path(raw)?;
+
+        let inner = Arc::clone(&self.inner);
+        let target = tokio::task::spawn_blocking(move || inner.resolver.resolve(&rel))
+            .await
+            .map_err(|e| {
+                Error::internal(ErrorKind::Io, "file lookup task failed").with_source(e)
+            })??;
+
+        match target {
+            Target::AddSlash => add_slash(uri),
+            Target::File(open) => respond(method, headers, open).await,
+        }
+    }
+}
+
+/// Steps 3–5 for an opened regular file.
+async fn respond(
+    method: &Method,
+    headers: &HeaderMap,
+    open: OpenFile,
+) -> Result<Response<Body>, Error> {
+    let OpenFile {
+        file,
+        len,
+        modified,
+        name,
+    } = open;
+    let validators = &Validators::new(modified, len, SystemTime::now());
+    match conditional::evaluate(headers, validators) {
+        Precondition::Failed => return Ok(response::empty(StatusCode::PRECONDITION_FAILED)),
+        Precondition::NotModified => {
+            // No Content-Length and no body: RFC 9110 §15.4.5.
+            let mut response = response::empty(StatusCode::NOT_MODIFIED);
+            response::set_validators(&mut response, validators);
+            return Ok(response);
+        }
+        Precondition::Proceed => {}
+    }
+
+    // Range is defined for GET only (§14.2): a HEAD always describes the whole file.
+    let decision = if method == Method::GET && conditional::if_range_allows(headers, validators) {
+        range::decide(range::header_value(headers), len)
+    } else {
+        RangeDecision::Whole
+    };
+    let (status, start, count) = match decision {
+        RangeDecision::Unsatisfiable => return Ok(response::range_not_satisfiable(len)),
+        RangeDecision::Whole => (StatusCode::OK, 0, len),
+        RangeDecision::Partial { start, end } => {
+            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
+        }
+    };
+
+    let body = if method == Method::HEAD {
+        Body::Empty
+    } else {
+        body::file_body(file, start, count).await?
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response::set_validators(&mut response, validators);
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, response::content_type(&name));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if status == StatusCode::PARTIAL_CONTENT {
+        let end = start + count - 1;
+        if let Ok(value) = HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")) {
+            h.insert(header::CONTENT_RANGE, value);
+        }
+    }
+    Ok(response)
+}
+
+/// 301 to the same path with `/` appended, query kept. Leading slashes (and backslashes, which
+/// browsers read as slashes) are collapsed to one: `//evil.example` must not become the
+/// protocol-relative `Location: //evil.example/`.
+fn add_slash(uri: &Uri) -> Result<Response<Body>, Error> {
+    let path = uri.path().trim_start_matches(['/', '\\']);
+    let mut location =
+        String::with_capacity(path.len() + 2 + uri.query().map_or(0, |q| q.len() + 1));
+    location.push('/');
+    location.push_str(path);
+    location.push('/');
+    if let Some(query) = uri.query() {
+        location.push('?');
+        location.push_str(query);
+    }
+    let location = HeaderValue::from_str(&location).map_err(|_| {
+        Error::downstream(ErrorKind::BadRequest, "request path cannot be redirected")
+    })?;
+    Ok(response::moved_permanently(location))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn location(uri: &'static str) -> Option<String> {
+        let uri = Uri::from_static(uri);
+        let response = add_slash(&uri).ok()?;
+        assert_eq!(response.status(), StatusCode::MOVED_PERMANENTLY);
+        Some(
+            response
+                .headers()
+                .get(header::LOCATION)?
+                .to_str()
+                .ok()?
+                .to_owned(),
+        )
+    }
+
+    #[test]
+    fn directory_redirect_keeps_the_query_and_stays_on_this_host() {
+        assert_eq!(location("/docs").as_deref(), Some("/docs/"));
+        assert_eq!(location("/docs?a=1&b").as_deref(), Some("/docs/?a=1&b"));
+        assert_eq!(
+            location("//evil.example").as_deref(),
+            Some("/evil.example/")
+        );
+        assert_eq!(location("http://host/a/b?q").as_deref(), Some("/a/b/?q"));
+    }
+}

@@ -1,0 +1,197 @@
+//! From a checked relative path to an opened file, with symbolic links contained.
+//!
+//! Runs on the blocking pool (one trip per request: resolve, stat, open, `fstat`), using
+//! `std::fs` directly rather than `tokio::fs`, which would pay one trip per call.
+//!
+//! Containment: [`super::path`] already refuses `..`, so the joined path is textually inside the
+//! root; only symbolic links can still lead elsewhere. The path is canonicalised and must start
+//! with the canonical root (resolved once, at start-up), unless the route sets
+//! `follow_symlinks_outside_root`. Links that stay inside the root are always followed. A link
+//! swapped in between the check and the `open` is not caught (that needs `openat2` with
+//! `RESOLVE_BENEATH`): whoever can write into the root is trusted.
+//!
+//! Only regular files and directories are served. The type is checked *before* opening because
+//! opening a FIFO blocks until a writer appears, which would pin a blocking thread per request;
+//! the authoritative metadata (length, mtime) is then read once from the opened handle so the
+//! headers describe exactly the bytes that will be read.
+//!
+//! Hidden files (`.env`, `.git/`) are served like any other, as nginx does: keep them out of the
+//! served directory, or add a route that answers them with 404.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sluice_core::{Error, ErrorKind};
+
+use super::path::RelPath;
+
+/// What a request path leads to.
+#[derive(Debug)]
+pub(crate) enum Target {
+    File(OpenFile),
+    /// A directory requested without the trailing slash: redirect to add it, so relative links
+    /// in its index resolve against the directory.
+    AddSlash,
+}
+
+/// A regular file, opened, with what its one `fstat` said.
+#[derive(Debug)]
+pub(crate) struct OpenFile {
+    pub(crate) file: File,
+    pub(crate) len: u64,
+    /// `None` when the file system keeps no modification time.
+    pub(crate) modified: Option<SystemTime>,
+    /// The requested (not canonical) path, whose extension decides the `Content-Type`, as in
+    /// nginx: a link `app.js -> app.3f2a` is still JavaScript.
+    pub(crate) name: PathBuf,
+}
+
+impl OpenFile {
+    fn new(file: File, meta: &Metadata, name: PathBuf) -> Self {
+        Self {
+            file,
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            name,
+        }
+    }
+}
+
+/// The file-system side of a static route.
+#[derive(Debug)]
+pub(crate) struct Resolver {
+    /// Canonical, so containment is a component-wise prefix test.
+    pub(crate) root: PathBuf,
+    pub(crate) index: Vec<String>,
+    pub(crate) follow_symlinks_outside_root: bool,
+}
+
+impl Resolver {
+    /// Resolve `rel` under the root. Blocking.
+    pub(crate) fn resolve(&self, rel: &RelPath) -> Result<Target, Error> {
+        let requested = self.root.join(&rel.path);
+        let canonical = self.contained(&requested)?;
+        let meta = std::fs::metadata(&canonical).map_err(io_error)?;
+
+        if meta.is_dir() {
+            if !rel.trailing_slash {
+                return Ok(Target::AddSlash);
+            }
+            return self.index_of(&canonical);
+        }
+        if rel.trailing_slash || !meta.is_file() {
+            // `/file.txt/` names a directory that does not exist (as `open(2)` says with
+            // ENOTDIR); sockets, FIFOs and devices are never served.
+            return Err(not_found());
+        }
+        let (file, meta) = open_regular(&canonical)?;
+        Ok(Target::File(OpenFile::new(file, &meta, requested)))
+    }
+
+    /// The first index file of `dir` that exists; 404 if none (no directory listings).
+    fn index_of(&self, dir: &Path) -> Result<Target, Error> {
+        for index in &self.index {
+            let requested = dir.join(index);
+            let found = self.contained(&requested).and_then(|canonical| {
+                let meta = std::fs::metadata(&canonical).map_err(io_error)?;
+                if !meta.is_file() {
+                    return Err(not_found());
+                }
+                open_regular(&canonical)
+            });
+            match found {
+                Ok((file, meta)) => return Ok(Target::File(OpenFile::new(file, &meta, requested))),
+                // Try the next name; a real failure (permissions, I/O) is reported as is.
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(not_found())
+    }
+
+    /// `path` canonicalised, if it is allowed: inside the root or links may leave it.
+    fn contained(&self, path: &Path) -> Result<PathBuf, Error> {
+        let canonical = std::fs::canonicalize(path).map_err(io_error)?;
+        if self.follow_symlinks_outside_root || canonical.starts_with(&self.root) {
+            return Ok(canonical);
+        }
+        tracing::debug!(
+            requested = %path.display(),
+            resolved = %canonical.display(),
+            "symbolic link leads outside the static root; answering 404"
+        );
+        Err(not_found())
+    }
+}
+
+/// Open `path` and read its metadata from the handle; 404 if it is (now) not a regular file.
+fn open_regular(path: &Path) -> Result<(File, Metadata), Error> {
+    let file = File::open(path).map_err(io_error)?;
+    let meta = file.metadata().map_err(io_error)?;
+    if !meta.is_file() {
+        return Err(not_found());
+    }
+    Ok((file, meta))
+}
+
+fn not_found() -> Error {
+    Error::downstream(ErrorKind::NotFound, "not found")
+}
+
+/// File-system errors as the statuses a client should see. Messages never contain paths: 4xx
+/// messages may reach the client. The cause stays attached for the log.
+pub(crate) fn io_error(err: io::Error) -> Error {
+    use io::ErrorKind as K;
+    let (kind, message) = match err.kind() {
+        // A missing component, a file used as a directory, a symlink loop or an over-long name:
+        // all "there is nothing at this path" from the client's point of view.
+        K::NotFound | K::NotADirectory | K::InvalidFilename => (ErrorKind::NotFound, "not found"),
+        K::PermissionDenied => (ErrorKind::Forbidden, "forbidden"),
+        _ if is_symlink_loop(&err) => (ErrorKind::NotFound, "not found"),
+        _ => (ErrorKind::Io, "cannot read file"),
+    };
+    Error::internal(kind, message).with_source(err)
+}
+
+/// `ELOOP` (too many levels of symbolic links): `io::ErrorKind::FilesystemLoop` is not stable
+/// yet, so compare the errno (40 on Linux, 62 on the BSDs and macOS).
+fn is_symlink_loop(err: &io::Error) -> bool {
+    if cfg!(target_os = "linux") {
+        err.raw_os_error() == Some(40)
+    } else if cfg!(unix) {
+        err.raw_os_error() == Some(62)
+    } else {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_map_to_client_statuses() {
+        let kind = |k: io::ErrorKind| io_error(io::Error::from(k)).kind();
+        assert_eq!(kind(io::ErrorKind::NotFound), ErrorKind::NotFound);
+        assert_eq!(kind(io::ErrorKind::NotADirectory), ErrorKind::NotFound);
+        assert_eq!(kind(io::ErrorKind::PermissionDenied), ErrorKind::Forbidden);
+        assert_eq!(kind(io::ErrorKind::Other), ErrorKind::Io);
+        let err = io_error(io::Error::from(io::ErrorKind::Other));
+        assert_eq!(err.side(), sluice_core::Side::Internal);
+        assert_eq!(err.status(), http::StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_loop_is_not_found() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        std::os::unix::fs::symlink("b", dir.path().join("a"))?;
+        std::os::unix::fs::symlink("a", dir.path().join("b"))?;
+        let err = std::fs::canonicalize(dir.path().join("a"));
+        let kind = err.map(|_| ()).map_err(|e| io_error(e).kind());
+        assert_eq!(kind, Err(ErrorKind::NotFound));
+        Ok(())
+    }
+}

@@ -1,0 +1,331 @@
+//! The `sluice` command line. Each subcommand is a small function; the ones that serve build a
+//! typed [`Config`] (from a file or from flags) and hand it to [`run_server`].
+//!
+//! Command names are a contract with users and docs: `serve`, `check`, `file-server`, `origin`,
+//! `cert` (later: `reverse-proxy`, `demo`, `precompress`, `bench`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use sluice_config::{
+    AccessLog, Action, CertFiles, Config, Listener, LogSettings, PathMatch, Route, ServerSettings,
+    StaticFiles, Tls,
+};
+
+use crate::cert;
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about = "A reverse proxy and web server that makes compression, HTTP/2, caching and load balancing fast")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server from a configuration file.
+    Serve {
+        /// The TOML configuration file.
+        #[arg(short, long, default_value = "sluice.toml")]
+        config: PathBuf,
+    },
+    /// Validate a configuration file and print every error with its line and column.
+    Check {
+        /// The TOML configuration file.
+        #[arg(value_name = "FILE", default_value = "sluice.toml")]
+        config: PathBuf,
+    },
+    /// Serve a directory, no configuration file needed.
+    FileServer(FileServerArgs),
+    /// Run the demo origin (JSON APIs, request echo, chunked stream) on TCP and/or a unix socket.
+    Origin(OriginArgs),
+    /// Write a development CA and a certificate for some host names.
+    Cert(CertArgs),
+}
+
+#[derive(Args)]
+struct FileServerArgs {
+    /// Directory to serve.
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// `self-signed` to serve HTTPS with a certificate made at start-up.
+    #[arg(long, value_name = "self-signed", conflicts_with_all = ["cert", "key"])]
+    tls: Option<TlsMode>,
+    /// PEM certificate chain (with --key) to serve HTTPS.
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// PEM private key (with --cert).
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// Log each request to stdout in nginx's combined format.
+    #[arg(long)]
+    access_log: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum TlsMode {
+    SelfSigned,
+}
+
+#[derive(Args)]
+struct OriginArgs {
+    /// TCP address to listen on.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Unix socket path to listen on (removed first if it is a stale socket).
+    #[arg(long)]
+    unix: Option<PathBuf>,
+    /// Adds `X-Origin: NAME` to every response, to see which origin answered.
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct CertArgs {
+    /// Host names or IP addresses the certificate is for (repeatable).
+    #[arg(long = "host", value_name = "NAME", default_values_t = cert::DEFAULT_HOSTS.map(String::from))]
+    hosts: Vec<String>,
+    /// Directory to write ca.pem, cert.pem and key.pem into.
+    #[arg(long, default_value = "certs")]
+    out: PathBuf,
+}
+
+#[derive(Args, Clone)]
+struct CommonArgs {
+    /// Runtime worker threads (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Diagnostics filter, e.g. `info` or `sluice=debug`.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+/// Parse the command line and run it.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config } => match sluice_config::load(&config) {
+            Ok(config) => run_server(config),
+            Err(diagnostics) => {
+                eprintln!("{diagnostics}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Check { config } => check(&config),
+        Command::FileServer(args) => match file_server_config(args) {
+            Ok(config) => run_server(config),
+            Err(message) => fail(&message),
+        },
+        Command::Origin(args) => run_origin(args),
+        Command::Cert(args) => write_cert(&args),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+fn check(path: &Path) -> ExitCode {
+    match sluice_config::load(path) {
+        Ok(config) => {
+            println!(
+                "{}: ok ({} listener(s), {} route(s), {} upstream(s))",
+                path.display(),
+                config.listeners.len(),
+                config.routes.len(),
+                config.upstreams.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(diagnostics) => {
+            eprintln!("{diagnostics}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
+    let root = std::fs::canonicalize(&args.root)
+        .map_err(|e| format!("--root {}: {e}", args.root.display()))?;
+    if !root.is_dir() {
+        return Err(format!("--root {} is not a directory", root.display()));
+    }
+    let mut listener = Listener::plain(args.listen);
+    listener.tls = match (args.tls, args.cert, args.key) {
+        (Some(TlsMode::SelfSigned), _, _) => Some(Tls::SelfSigned { hosts: Vec::new() }),
+        (None, Some(cert), Some(key)) => Some(Tls::Files { default: CertFiles { cert, key }, sni: Vec::new() }),
+        _ => None,
+    };
+    let route = Route {
+        name: "files".into(),
+        hosts: Vec::new(),
+        path: PathMatch::Prefix("/".into()),
+        listeners: Vec::new(),
+        action: Action::Static(StaticFiles::new(root)),
+    };
+    Ok(quick_config(listener, vec![route], &args.common, args.access_log))
+}
+
+/// A config for the quick commands.
+fn quick_config(listener: Listener, routes: Vec<Route>, common: &CommonArgs, access_log: bool) -> Config {
+    Config {
+        server: ServerSettings { workers: common.workers, ..ServerSettings::default() },
+        log: LogSettings {
+            level: common.log_level.clone(),
+            access: if access_log { AccessLog::Stdout } else { AccessLog::Off },
+            ..LogSettings::default()
+        },
+        listeners: vec![listener],
+        routes,
+        upstreams: Vec::new(),
+    }
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+}
+
+fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(n.max(1));
+    }
+    builder.enable_all().thread_name("sluice-worker").build()
+}
+
+/// Run a server until SIGTERM/SIGINT, then drain.
+pub fn run_server(config: Config) -> ExitCode {
+    init_tracing(&config.log.level);
+    let rt = match runtime(config.server.workers) {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("starting the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        let server = match crate::start(&config).await {
+            Ok(server) => server,
+            Err(e) => return fail(&e.to_string()),
+        };
+        if let Err(e) = wait_for_signal().await {
+            return fail(&format!("installing signal handlers: {e}"));
+        }
+        tracing::info!("shutting down: draining in-flight requests (up to {:?})", config.server.shutdown_timeout);
+        tokio::select! {
+            drained = server.shutdown(config.server.shutdown_timeout) => {
+                if !drained {
+                    tracing::warn!("shutdown timeout reached with requests still in flight");
+                }
+                ExitCode::SUCCESS
+            }
+            _ = wait_for_signal() => {
+                tracing::warn!("second signal: exiting without waiting");
+                ExitCode::from(130)
+            }
+        }
+    })
+}
+
+/// Resolve on SIGTERM or SIGINT.
+async fn wait_for_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+fn run_origin(args: OriginArgs) -> ExitCode {
+    init_tracing(&args.common.log_level);
+    if args.listen.is_none() && args.unix.is_none() {
+        return fail("give --listen ADDR and/or --unix PATH");
+    }
+    let rt = match runtime(args.common.workers) {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("starting the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions { name: args.name });
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let mut tasks = Vec::new();
+        if let Some(addr) = args.listen {
+            let listener = match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => l,
+                Err(e) => return fail(&format!("--listen {addr}: {e}")),
+            };
+            println!("origin listening on http://{}", listener.local_addr().unwrap_or(addr));
+            tasks.push(tokio::spawn(origin.clone().serve_tcp(listener, signalled(stopped.clone()))));
+        }
+        if let Some(path) = args.unix {
+            let listener = match bind_unix(&path) {
+                Ok(l) => l,
+                Err(e) => return fail(&format!("--unix {}: {e}", path.display())),
+            };
+            println!("origin listening on unix:{}", path.display());
+            tasks.push(tokio::spawn(origin.clone().serve_unix(listener, signalled(stopped.clone()))));
+        }
+        if let Err(e) = wait_for_signal().await {
+            return fail(&format!("installing signal handlers: {e}"));
+        }
+        let _ = stop.send(true);
+        for task in tasks {
+            let _ = task.await;
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+async fn signalled(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+/// Bind a unix socket, replacing a stale socket file (but never another kind of file).
+fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            std::fs::remove_file(path)?;
+        }
+    }
+    tokio::net::UnixListener::bind(path)
+}
+
+fn write_cert(args: &CertArgs) -> ExitCode {
+    let dev = match cert::generate(&args.hosts) {
+        Ok(dev) => dev,
+        Err(e) => return fail(&format!("making the certificate: {e}")),
+    };
+    let files = match cert::write_files(&dev, &args.out) {
+        Ok(files) => files,
+        Err(e) => return fail(&format!("writing into {}: {e}", args.out.display())),
+    };
+    println!("wrote a development CA and a certificate for {}:", args.hosts.join(", "));
+    println!("  CA certificate:  {}", files.ca_cert.display());
+    println!("  certificate:     {}  (leaf + CA chain)", files.cert.display());
+    println!("  private key:     {}", files.key.display());
+    println!();
+    println!("use them in a listener:");
+    println!("  [listeners.tls]\n  cert = \"{}\"\n  key = \"{}\"", files.cert.display(), files.key.display());
+    println!();
+    println!("trust the CA:");
+    println!("  curl:    curl --cacert {} https://localhost:8443/", files.ca_cert.display());
+    println!("  Debian:  sudo cp {} /usr/local/share/ca-certificates/sluice-dev.crt && sudo update-ca-certificates", files.ca_cert.display());
+    println!("  browser: import {} as a trusted authority (Firefox: Settings > Certificates)", files.ca_cert.display());
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,221 @@
+//! Serving connections: accept, TLS handshake with ALPN, then hyper (HTTP/1.1 keep-alive, HTTP/2,
+//! or both on a cleartext port by sniffing the h2c prior-knowledge preface).
+//!
+//! Each connection runs in its own task and holds a drain guard; shutdown tells every connection
+//! to finish its in-flight requests and close, then waits for the guards to drop.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use sluice_config::{ListenerLimits, Protocols};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
+
+use crate::pipeline::{Client, Pipeline};
+
+/// Everything a listener's accept loop needs.
+pub struct ListenerTask {
+    pub name: String,
+    pub listener: TcpListener,
+    pub tls: Option<TlsAcceptor>,
+    pub protocols: Protocols,
+    pub limits: ListenerLimits,
+    pub pipeline: Arc<Pipeline>,
+}
+
+/// hyper builders for one listener: the cleartext one (h1, h2c or both by sniffing) and the
+/// ones chosen by ALPN after a TLS handshake.
+struct Builders {
+    plain: auto::Builder<TokioExecutor>,
+    h1: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<TokioExecutor>,
+}
+
+fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
+    let mut base = auto::Builder::new(TokioExecutor::new());
+    base.http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(limits.header_read_timeout)
+        // hyper refuses a header block larger than its read buffer with 431; its minimum is 8 KiB.
+        .max_buf_size(limits.max_header_size.max(8192))
+        .max_headers(limits.max_headers);
+    base.http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
+    let plain = match (protocols.http1, protocols.http2) {
+        (true, false) => base.clone().http1_only(),
+        (false, true) => base.clone().http2_only(),
+        _ => base.clone(),
+    };
+    Builders { plain, h1: base.clone().http1_only(), h2: base.http2_only() }
+}
+
+/// Accept connections until `shutdown` flips to true.
+pub async fn accept_loop(task: ListenerTask, mut shutdown: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
+    let builders = Arc::new(builders(&task.limits, task.protocols));
+    let task = Arc::new(task);
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let accepted = tokio::select! {
+            accepted = task.listener.accept() => accepted,
+            _ = shutdown.changed() => break,
+        };
+        let (stream, remote) = match accepted {
+            Ok(ok) => {
+                backoff = Duration::from_millis(5);
+                ok
+            }
+            Err(err) => {
+                // Usually EMFILE: back off instead of spinning; connections in flight carry on.
+                tracing::warn!(listener = %task.name, "accept failed: {err}; retrying in {backoff:?}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (task, builders, shutdown, guard) = (task.clone(), builders.clone(), shutdown.clone(), drain.clone());
+        tokio::spawn(async move {
+            serve_stream(&task, &builders, stream, Client { remote }, shutdown).await;
+            drop(guard);
+        });
+    }
+    tracing::debug!(listener = %task.name, "stopped accepting");
+}
+
+async fn serve_stream(task: &ListenerTask, builders: &Builders, stream: TcpStream, client: Client, shutdown: watch::Receiver<bool>) {
+    let activity = Arc::new(AtomicU64::new(0));
+    let io = ActivityIo { inner: stream, activity: activity.clone() };
+    let Some(acceptor) = &task.tls else {
+        return serve_io(&builders.plain, io, task, client, shutdown, activity).await;
+    };
+    let tls = match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => return tracing::debug!(remote = %client.remote, "TLS handshake failed: {err}"),
+        Err(_) => return tracing::debug!(remote = %client.remote, "TLS handshake timed out"),
+    };
+    let builder = match tls.get_ref().1.alpn_protocol() {
+        Some(b"h2") => &builders.h2,
+        Some(_) => &builders.h1,
+        // No ALPN: the client did not ask; HTTP/1.1 unless the listener only speaks h2.
+        None if task.protocols.http1 => &builders.h1,
+        None => &builders.h2,
+    };
+    serve_io(builder, tls, task, client, shutdown, activity).await;
+}
+
+async fn serve_io<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    task: &ListenerTask,
+    client: Client,
+    mut shutdown: watch::Receiver<bool>,
+    activity: Arc<AtomicU64>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let pipeline = task.pipeline.clone();
+    let service = service_fn(move |req: hyper::Request<Incoming>| {
+        let pipeline = pipeline.clone();
+        async move { Ok::<_, Infallible>(pipeline.handle(client, req).await) }
+    });
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    // hyper bounds the wait for request headers (h1, idle keep-alive included); this watchdog
+    // closes connections on which no byte moved for `idle_timeout` (mostly idle HTTP/2).
+    let idle_timeout = task.limits.idle_timeout;
+    let mut idle_check = tokio::time::interval_at(tokio::time::Instant::now() + idle_timeout, idle_timeout);
+    let mut last_seen = activity.load(Ordering::Relaxed);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(err) = result {
+                    tracing::debug!(remote = %client.remote, "connection ended: {err}");
+                }
+                return;
+            }
+            _ = shutdown.changed(), if !closing => {
+                conn.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            _ = idle_check.tick(), if !closing => {
+                let now = activity.load(Ordering::Relaxed);
+                if now == last_seen {
+                    tracing::debug!(remote = %client.remote, "closing idle connection");
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                last_seen = now;
+            }
+        }
+    }
+}
+
+/// A socket that counts reads and writes, so the idle watchdog can tell whether anything moved.
+struct ActivityIo {
+    inner: TcpStream,
+    activity: Arc<AtomicU64>,
+}
+
+impl ActivityIo {
+    fn touch(&self) {
+        self.activity.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for ActivityIo {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if polled.is_ready() {
+            self.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for ActivityIo {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if polled.is_ready() {
+            self.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if polled.is_ready() {
+            self.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,17 @@
+//! The sluice server: listeners, TLS, connection serving, routing and the request pipeline, plus
+//! the command-line interface of the `sluice` binary.
+//!
+//! Start reading at [`server::start`] (how a config becomes running listeners), then
+//! [`conn`] (one connection) and [`pipeline`] (one request).
+
+pub mod access_log;
+pub mod cert;
+pub mod cli;
+pub mod conn;
+pub mod pipeline;
+pub mod responses;
+pub mod router;
+pub mod server;
+pub mod tls;
+
+pub use server::{BoundListener, RunningServer, StartError, start};

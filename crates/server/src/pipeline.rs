@@ -1,0 +1,91 @@
+//! The pipeline: the ONE place that orders the phases of a request.
+//!
+//! route -> action (static files, fixed response, redirect; proxy arrives with issue 3) ->
+//! response headers (`Server`) -> access log. Every failure becomes a response here, through
+//! [`sluice_core::Error::status`]; nothing below this function writes an error page itself.
+//! `docs/request-lifecycle.md` draws this and must change with it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use sluice_core::{Body, Error, Side};
+
+use crate::access_log::{AccessLogger, Entry, LoggedBody};
+use crate::responses;
+use crate::router::{Handler, Router, request_host};
+
+/// Per-listener request handling state, shared by its connections.
+pub struct Pipeline {
+    pub router: Router,
+    pub server_header: Option<HeaderValue>,
+    pub access_log: Option<Arc<AccessLogger>>,
+}
+
+/// What the connection knows about the client.
+#[derive(Clone, Copy, Debug)]
+pub struct Client {
+    pub remote: SocketAddr,
+}
+
+impl Pipeline {
+    /// Handle one request. Never fails: errors are responses.
+    pub async fn handle<B>(&self, client: Client, req: Request<B>) -> Response<Body> {
+        let start = Instant::now();
+        let mut entry = self.access_log.as_ref().map(|_| {
+            Entry::new(client.remote, start, req.method(), req.uri(), req.version(), req.headers())
+        });
+
+        let mut response = match self.router.route(&req) {
+            None => responses::error_page(StatusCode::NOT_FOUND, None),
+            Some(route) => {
+                if let Some(entry) = entry.as_mut() {
+                    entry.route = Some(route.config.name.clone());
+                }
+                match &route.handler {
+                    Handler::Static(files) => {
+                        match files.serve(req.method(), req.uri(), req.headers()).await {
+                            Ok(response) => response,
+                            Err(err) => error_response(&err, &req),
+                        }
+                    }
+                    Handler::Respond(fixed) => responses::fixed(fixed),
+                    Handler::Redirect(redirect) => {
+                        responses::redirect(redirect, req.uri(), request_host(&req).as_deref())
+                    }
+                    Handler::Proxy { upstream } => {
+                        let err = Error::new(
+                            sluice_core::ErrorKind::BadGateway,
+                            Side::Internal,
+                            format!("proxying to upstream `{upstream}` is not available in this build"),
+                        );
+                        error_response(&err, &req)
+                    }
+                }
+            }
+        };
+
+        if let Some(server) = &self.server_header {
+            response.headers_mut().insert(header::SERVER, server.clone());
+        }
+        match (entry, &self.access_log) {
+            (Some(mut entry), Some(logger)) => {
+                entry.status = response.status();
+                response.map(|body| Body::stream(LoggedBody::new(body, entry, logger.clone())))
+            }
+            _ => response,
+        }
+    }
+}
+
+/// Turn an error into its response, logging what the client does not see.
+fn error_response<B>(err: &Error, req: &Request<B>) -> Response<Body> {
+    let status = err.status();
+    match err.side() {
+        Side::Downstream => tracing::debug!(%status, uri = %req.uri(), "client error: {err}"),
+        _ if status.is_server_error() => tracing::warn!(%status, uri = %req.uri(), "{err}"),
+        _ => tracing::debug!(%status, uri = %req.uri(), "{err}"),
+    }
+    responses::error_page(status, Some(err.message()))
+}

@@ -1,0 +1,122 @@
+//! Routing: the first route (in file order) whose listener, host and path match takes the request.
+//!
+//! Each listener gets its own [`Router`] holding only the routes that apply to it, so the
+//! listener filter costs nothing per request. Host matching needs no allocation when the host is
+//! already lowercase, which is what clients send.
+
+use std::sync::Arc;
+
+use http::Request;
+use sluice_config::{Action, FixedResponse, Redirect, Route};
+use sluice_http::static_files::StaticFiles;
+
+/// What a matched route does, ready to run (static roots canonicalized, etc.).
+pub enum Handler {
+    Static(StaticFiles),
+    Respond(FixedResponse),
+    Redirect(Redirect),
+    /// Proxying is the next capability (issue 3); until then a proxy route answers 502.
+    Proxy { upstream: String },
+}
+
+/// A route with its handler.
+pub struct CompiledRoute {
+    pub config: Route,
+    pub handler: Handler,
+}
+
+impl CompiledRoute {
+    pub fn compile(route: &Route) -> Result<Self, sluice_core::Error> {
+        let handler = match &route.action {
+            Action::Static(cfg) => {
+                let prefix = match &route.path {
+                    sluice_config::PathMatch::Prefix(p) | sluice_config::PathMatch::Exact(p) => p,
+                };
+                Handler::Static(StaticFiles::new(cfg, prefix)?)
+            }
+            Action::Respond(fixed) => Handler::Respond(fixed.clone()),
+            Action::Redirect(redirect) => Handler::Redirect(redirect.clone()),
+            Action::Proxy(proxy) => Handler::Proxy { upstream: proxy.upstream.clone() },
+        };
+        Ok(Self { config: route.clone(), handler })
+    }
+}
+
+/// The routes of one listener, in file order.
+#[derive(Clone)]
+pub struct Router {
+    routes: Arc<[Arc<CompiledRoute>]>,
+}
+
+impl Router {
+    /// Keep the routes that apply to `listener`.
+    pub fn for_listener(all: &[Arc<CompiledRoute>], listener: &str) -> Self {
+        let routes = all
+            .iter()
+            .filter(|r| r.config.listeners.is_empty() || r.config.listeners.iter().any(|l| l == listener))
+            .cloned()
+            .collect();
+        Self { routes }
+    }
+
+    /// The route for a request, if any.
+    pub fn route<B>(&self, req: &Request<B>) -> Option<&Arc<CompiledRoute>> {
+        let host = request_host(req);
+        let path = req.uri().path();
+        self.routes.iter().find(|r| {
+            r.config.path.matches(path)
+                && (r.config.hosts.is_empty()
+                    || host.as_deref().is_some_and(|h| r.config.hosts.iter().any(|m| m.matches(h))))
+        })
+    }
+}
+
+/// The request's host without port, lowercase: `:authority` (HTTP/2, absolute-form) or `Host`.
+pub fn request_host<B>(req: &Request<B>) -> Option<std::borrow::Cow<'_, str>> {
+    let raw = match req.uri().host() {
+        Some(host) => host,
+        None => {
+            let value = req.headers().get(http::header::HOST)?.to_str().ok()?;
+            strip_port(value)
+        }
+    };
+    let raw = raw.trim_end_matches('.');
+    if raw.bytes().any(|b| b.is_ascii_uppercase()) {
+        Some(std::borrow::Cow::Owned(raw.to_ascii_lowercase()))
+    } else {
+        Some(std::borrow::Cow::Borrowed(raw))
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        // IPv6 literal: [::1]:8080
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    host.rsplit_once(':').map_or(host, |(h, port)| {
+        if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn req(uri: &str, host: Option<&str>) -> Request<()> {
+        let mut b = Request::builder().uri(uri);
+        if let Some(h) = host {
+            b = b.header("host", h);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn host_is_lowercased_and_port_stripped() {
+        assert_eq!(request_host(&req("/", Some("Example.COM:8080"))).unwrap(), "example.com");
+        assert_eq!(request_host(&req("/", Some("[::1]:8443"))).unwrap(), "::1");
+        assert_eq!(request_host(&req("http://a.test:1/x", Some("b.test"))).unwrap(), "a.test");
+        assert_eq!(request_host(&req("/", Some("fqdn.test."))).unwrap(), "fqdn.test");
+        assert!(request_host(&req("/", None)).is_none());
+    }
+}

@@ -1,0 +1,180 @@
+//! The `sluice` binary: `check`, `cert`, `file-server`, `origin`, `serve`, and SIGTERM handling.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::write_files;
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// Start `sluice args...` and wait for it to print `listening on http(s)://ADDR` on stdout or
+/// stderr.
+fn spawn_listening(args: &[&str]) -> (Child, SocketAddr) {
+    let mut child = sluice()
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("listening on ").nth(1) {
+                    let addr = addr.trim().trim_start_matches("http://").trim_start_matches("https://");
+                    if let Ok(addr) = addr.parse::<SocketAddr>() {
+                        let _ = tx.send(addr);
+                    }
+                }
+            }
+        });
+    }
+    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("sluice did not report its address");
+    (child, addr)
+}
+
+/// Send SIGTERM and return whether the process exited successfully.
+fn terminate(mut child: Child) -> bool {
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.success();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("sluice did not exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn check_reports_every_mistake_with_line_and_column() {
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "[[listeners]]\naddress = \"127.0.0.1:8080\"\nheader_read_timeout = \"10 parsecs\"\n\n[[routes]]\npaht = \"/\"\nproxy = { upstream = \"nowhere\" }\n",
+    )
+    .unwrap();
+    let out = sluice().arg("check").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.matches("error:").count(), 3, "{stderr}");
+    assert!(stderr.contains("bad.toml:3:"), "duration error at line 3: {stderr}");
+    assert!(stderr.contains("bad.toml:6:1"), "unknown key at 6:1: {stderr}");
+    assert!(stderr.contains("`path`"), "hint for the misspelt key: {stderr}");
+    assert!(stderr.contains("bad.toml:7:"), "unknown upstream at line 7: {stderr}");
+}
+
+#[test]
+fn check_accepts_the_reference_config() {
+    let reference = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sluice.toml");
+    let out = sluice().arg("check").arg(reference).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
+}
+
+#[test]
+fn cert_writes_a_ca_and_a_certificate() {
+    let temp = tempfile::tempdir().unwrap();
+    let out = sluice()
+        .args(["cert", "--host", "dev.test", "--host", "127.0.0.1", "--out"])
+        .arg(temp.path().join("certs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("curl --cacert"), "{stdout}");
+    for file in ["ca.pem", "cert.pem", "key.pem"] {
+        assert!(temp.path().join("certs").join(file).exists(), "{file} missing");
+    }
+}
+
+#[tokio::test]
+async fn file_server_serves_and_exits_cleanly_on_sigterm() {
+    let temp = tempfile::tempdir().unwrap();
+    write_files(temp.path(), &[("site/index.html", b"<p>quick</p>")]);
+    let root = temp.path().join("site");
+    let (child, addr) = spawn_listening(&[
+        "file-server",
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+    ]);
+    let resp = sluice_testkit::client(sluice_testkit::Offer::Http1).get(format!("http://{addr}/")).send().await.unwrap();
+    assert_eq!(resp.text().await.unwrap(), "<p>quick</p>");
+    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+}
+
+#[tokio::test]
+async fn file_server_with_self_signed_tls_speaks_h2() {
+    let temp = tempfile::tempdir().unwrap();
+    write_files(temp.path(), &[("index.html", b"tls")]);
+    let (child, addr) = spawn_listening(&[
+        "file-server",
+        "--root",
+        temp.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--tls",
+        "self-signed",
+    ]);
+    let resp = sluice_testkit::tls_client(sluice_testkit::Offer::Both)
+        .get(format!("https://localhost:{}/", addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert_eq!(resp.text().await.unwrap(), "tls");
+    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+}
+
+#[tokio::test]
+async fn origin_command_serves_the_demo_apis() {
+    let (child, addr) = spawn_listening(&["origin", "--listen", "127.0.0.1:0", "--name", "left"]);
+    let resp = sluice_testkit::client(sluice_testkit::Offer::Http1).get(format!("http://{addr}/hello")).send().await.unwrap();
+    assert_eq!(resp.headers()["x-origin"], "left");
+    assert_eq!(resp.text().await.unwrap(), "Hello World!".repeat(10));
+    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+}
+
+#[tokio::test]
+async fn serve_runs_a_config_with_one_worker() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[server]\nworkers = 1\n[log]\naccess = \"off\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n[[routes]]\nrespond = { body = \"one worker\" }\n",
+    )
+    .unwrap();
+    let (child, addr) = spawn_listening(&["serve", "-c", config.to_str().unwrap()]);
+    let resp = sluice_testkit::client(sluice_testkit::Offer::Http2).get(format!("http://{addr}/")).send().await.unwrap();
+    assert_eq!(resp.text().await.unwrap(), "one worker");
+    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+}
+
+#[test]
+fn serve_with_a_bad_config_says_what_is_wrong() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("sluice.toml");
+    std::fs::write(&config, "[[listeners]]\naddres = \"127.0.0.1:0\"\n").unwrap();
+    let out = sluice().args(["serve", "-c"]).arg(&config).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("sluice.toml:2:1"), "{stderr}");
+}

@@ -1,0 +1,50 @@
+//! sluice's integration tests: real sockets on 127.0.0.1 port 0, real TLS, real clients
+//! (reqwest, curl, raw TCP for what no well-behaved client sends).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod cli;
+mod lifecycle;
+mod listeners;
+mod robustness;
+mod routes;
+mod static_files;
+mod tls;
+
+use std::path::Path;
+
+/// Write `files` (relative path, contents) under `dir`.
+pub fn write_files(dir: &Path, files: &[(&str, &[u8])]) {
+    for (name, contents) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+}
+
+/// A static-file server over `dir/public` with one plain listener.
+pub async fn static_server(dir: &Path) -> sluice_testkit::TestServer {
+    std::fs::create_dir_all(dir.join("public")).unwrap();
+    sluice_testkit::start_toml_in(
+        dir,
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        static = { root = "public" }
+        "#,
+    )
+    .await
+}
+
+/// Run curl with `args`, returning stdout. curl is a test requirement (.ci/run installs it).
+pub fn curl(args: &[&str]) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "20"])
+        .args(args)
+        .output()
+        .expect("curl is required by the tests: apt-get install curl");
+    assert!(out.status.success(), "curl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
