@@ -52,13 +52,23 @@ impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The gutter is as wide as the line number, plus one space of margin like the example in
         // docs/config.md.
-        let number = if self.line > 0 { self.line.to_string() } else { String::new() };
+        let number = if self.line > 0 {
+            self.line.to_string()
+        } else {
+            String::new()
+        };
         let pad = " ".repeat(number.len().max(1) + 1);
         writeln!(f, "error: {}", self.message)?;
         if self.line == 0 {
             writeln!(f, "{pad}--> {}", self.file.display())?;
         } else {
-            writeln!(f, "{pad}--> {}:{}:{}", self.file.display(), self.line, self.column)?;
+            writeln!(
+                f,
+                "{pad}--> {}:{}:{}",
+                self.file.display(),
+                self.line,
+                self.column
+            )?;
         }
         if let Some(snippet) = &self.snippet {
             // Tabs would throw the underline off; one space each keeps columns aligned.
@@ -150,7 +160,10 @@ mod tests {
             key_path: "listeners[0].adress".into(),
             message: "unknown key `adress` in listeners[0]".into(),
             hint: Some("did you mean `address`?".into()),
-            snippet: Some(Snippet { text: "adress = \"127.0.0.1:8080\"".into(), width: 6 }),
+            snippet: Some(Snippet {
+                text: "adress = \"127.0.0.1:8080\"".into(),
+                width: 6,
+            }),
         }
     }
 
@@ -180,7 +193,10 @@ error: unknown key `adress` in listeners[0]
             "error: cannot read the config file: not found\n  --> nope.toml\n   = hint: check the path\n\n"
         ));
         assert!(text.ends_with("\n2 errors"));
-        assert_eq!(Diagnostics::from(located()).to_string().lines().last(), Some("1 error"));
+        assert_eq!(
+            Diagnostics::from(located()).to_string().lines().last(),
+            Some("1 error")
+        );
     }
 
     #[test]

@@ -54,7 +54,11 @@ pub struct LogSettings {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        Self { level: "info".into(), access: AccessLog::Stdout, format: AccessLogFormat::Combined }
+        Self {
+            level: "info".into(),
+            access: AccessLog::Stdout,
+            format: AccessLogFormat::Combined,
+        }
     }
 }
 
@@ -110,7 +114,10 @@ pub struct Protocols {
 
 impl Default for Protocols {
     fn default() -> Self {
-        Self { http1: true, http2: true }
+        Self {
+            http1: true,
+            http2: true,
+        }
     }
 }
 
@@ -151,7 +158,10 @@ pub enum Tls {
     /// A certificate for `hosts` signed by a throw-away CA, made in memory at start-up.
     SelfSigned { hosts: Vec<String> },
     /// Certificates from PEM files. `default` is served when no SNI entry matches.
-    Files { default: CertFiles, sni: Vec<SniCertificate> },
+    Files {
+        default: CertFiles,
+        sni: Vec<SniCertificate>,
+    },
 }
 
 /// A PEM certificate chain and its private key.

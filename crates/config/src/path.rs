@@ -73,7 +73,9 @@ fn collect(path: &serde_ignored::Path<'_>, out: &mut Vec<Seg>) {
                 out.push(Seg::Key(key.clone()));
             }
         }
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => {
             collect(parent, out);
         }
     }
@@ -85,8 +87,15 @@ pub(crate) struct TomlKey<'a>(pub &'a str);
 impl fmt::Display for TomlKey<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bare = !self.0.is_empty()
-            && self.0.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if bare { f.write_str(self.0) } else { write!(f, "{:?}", self.0) }
+            && self
+                .0
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if bare {
+            f.write_str(self.0)
+        } else {
+            write!(f, "{:?}", self.0)
+        }
     }
 }
 
@@ -110,9 +119,17 @@ mod tests {
 
     #[test]
     fn renders_keys_indices_and_quoted_keys() {
-        let path = KeyPath::root().key("listeners").index(0).key("tls").key("sni").index(2);
+        let path = KeyPath::root()
+            .key("listeners")
+            .index(0)
+            .key("tls")
+            .key("sni")
+            .index(2);
         assert_eq!(path.to_string(), "listeners[0].tls.sni[2]");
-        let path = KeyPath::root().key("upstreams").key("my api").key("servers");
+        let path = KeyPath::root()
+            .key("upstreams")
+            .key("my api")
+            .key("servers");
         assert_eq!(path.to_string(), r#"upstreams."my api".servers"#);
         assert_eq!(KeyPath::root().to_string(), "");
     }

@@ -50,7 +50,12 @@ impl Reporter {
     }
 
     /// Reports a problem with a key itself (an unknown key, a bad header name).
-    pub(crate) fn key_error(&mut self, path: &KeyPath, message: impl Into<String>, hint: Option<String>) {
+    pub(crate) fn key_error(
+        &mut self,
+        path: &KeyPath,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) {
         self.problems.push(Problem {
             path: path.clone(),
             span: None,
@@ -67,15 +72,26 @@ impl Reporter {
 
     /// Whether any of `keys` of `table` was already reported as misspelt.
     pub(crate) fn misspelt(&self, table: &KeyPath, keys: &[&str]) -> bool {
-        self.misspelt.iter().any(|(t, k)| t == table && keys.contains(&k.as_str()))
+        self.misspelt
+            .iter()
+            .any(|(t, k)| t == table && keys.contains(&k.as_str()))
     }
 
     /// Reports that a required key is missing from `table`, unless it was misspelt (already
     /// reported, with the right name as its hint).
     pub(crate) fn missing(&mut self, table: &KeyPath, key: &str, hint: Option<String>) {
         if !self.misspelt(table, &[key]) {
-            let where_ = if table.is_root() { String::new() } else { format!(" in {table}") };
-            self.error(&table.key(key), None, format!("missing `{key}`{where_}"), hint);
+            let where_ = if table.is_root() {
+                String::new()
+            } else {
+                format!(" in {table}")
+            };
+            self.error(
+                &table.key(key),
+                None,
+                format!("missing `{key}`{where_}"),
+                hint,
+            );
         }
     }
 
@@ -90,8 +106,14 @@ impl Reporter {
             .problems
             .into_iter()
             .map(|problem| {
-                let span = problem.span.clone().or_else(|| doc.locate(&problem.path, problem.part));
-                (span.as_ref().map(|s| s.start), place(problem, span, doc, file))
+                let span = problem
+                    .span
+                    .clone()
+                    .or_else(|| doc.locate(&problem.path, problem.part));
+                (
+                    span.as_ref().map(|s| s.start),
+                    place(problem, span, doc, file),
+                )
             })
             .collect();
         placed.sort_by_key(|(start, _)| start.unwrap_or(usize::MAX));
@@ -99,14 +121,22 @@ impl Reporter {
     }
 }
 
-fn place(problem: Problem, span: Option<Range<usize>>, doc: &Document<'_>, file: &Path) -> Diagnostic {
+fn place(
+    problem: Problem,
+    span: Option<Range<usize>>,
+    doc: &Document<'_>,
+    file: &Path,
+) -> Diagnostic {
     let mut diagnostic = Diagnostic::whole_file(file, problem.message, problem.hint);
     diagnostic.key_path = problem.path.to_string();
     if let Some(span) = span {
         let at = line_col(doc.text(), &span);
         diagnostic.line = at.line;
         diagnostic.column = at.column;
-        diagnostic.snippet = Some(Snippet { text: at.text, width: at.width });
+        diagnostic.snippet = Some(Snippet {
+            text: at.text,
+            width: at.width,
+        });
     }
     diagnostic
 }

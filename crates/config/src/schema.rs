@@ -18,7 +18,7 @@ use crate::raw::{
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
 /// `respond.headers`) or not part of the schema.
 pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
-    // `Key(&str)` / `Any` lets the match below read like the paths it stands for.
+    // `K("key")` / `I` (any index) lets the match below read like the paths it stands for.
     #[derive(Clone, Copy)]
     enum P<'a> {
         K(&'a str),
@@ -56,7 +56,9 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
 pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> Option<&'static [&'static str]> {
     let mut fields = None;
     // The grabber always fails once it has the names; the error is the expected way out.
-    let _ = T::deserialize(FieldGrabber { fields: &mut fields });
+    let _ = T::deserialize(FieldGrabber {
+        fields: &mut fields,
+    });
     fields
 }
 
@@ -89,14 +91,26 @@ impl<'de> de::Deserializer<'de> for FieldGrabber<'_> {
 }
 
 /// The candidate closest to `word`, if it is close enough to be what was meant.
-pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let word_lower = word.to_lowercase();
     let (distance, best) = candidates
         .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(&word_lower, &c.to_lowercase()), c))
+        .map(|c| {
+            (
+                strsim::damerau_levenshtein(&word_lower, &c.to_lowercase()),
+                c,
+            )
+        })
         .min_by_key(|(distance, _)| *distance)?;
     // One edit for short words (else `h1` would suggest anything), a third of the word beyond.
-    let allowed = if word.chars().count() <= 4 { 1 } else { (word.chars().count() / 3).max(2) };
+    let allowed = if word.chars().count() <= 4 {
+        1
+    } else {
+        (word.chars().count() / 3).max(2)
+    };
     (distance <= allowed).then_some(best)
 }
 
@@ -112,14 +126,17 @@ pub(crate) fn name_hint<'a>(word: &str, candidates: &[&'a str]) -> (Option<&'a s
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 
     #[test]
     fn reads_field_names_from_the_derive() {
         let route = fields_of::<RawRoute>().unwrap();
-        assert!(route.contains(&"static"), "renamed field appears under its TOML name");
+        assert!(
+            route.contains(&"static"),
+            "renamed field appears under its TOML name"
+        );
         assert!(route.contains(&"path_prefix"));
         assert!(!route.contains(&"static_files"));
     }
@@ -137,18 +154,77 @@ mod tests {
     #[test]
     fn hints_list_valid_names_when_nothing_is_close() {
         let (best, hint) = name_hint("xyz", &["json", "combined"]);
-        assert_eq!((best, hint.as_str()), (None, "expected one of `json`, `combined`"));
+        assert_eq!(
+            (best, hint.as_str()),
+            (None, "expected one of `json`, `combined`")
+        );
         let (best, hint) = name_hint("jsno", &["json", "combined"]);
-        assert_eq!((best, hint.as_str()), (Some("json"), "did you mean `json`?"));
+        assert_eq!(
+            (best, hint.as_str()),
+            (Some("json"), "did you mean `json`?")
+        );
+    }
+
+    /// One sample path per table of the schema (the golden test checks the same list against a
+    /// real document).
+    fn every_table() -> Vec<KeyPath> {
+        let root = KeyPath::root();
+        let listener = root.key("listeners").index(0);
+        let route = root.key("routes").index(0);
+        let upstream = root.key("upstreams").key("api");
+        vec![
+            root.clone(),
+            root.key("server"),
+            root.key("log"),
+            listener.clone(),
+            listener.key("tls"),
+            listener.key("tls").key("sni").index(0),
+            route.clone(),
+            route.key("static"),
+            route.key("respond"),
+            route.key("redirect"),
+            route.key("proxy"),
+            upstream.clone(),
+            upstream.key("servers").index(0),
+        ]
+    }
+
+    #[test]
+    fn a_key_missing_one_letter_is_recognised_in_every_table() {
+        for table in every_table() {
+            let keys = table_keys(&table).unwrap_or_else(|| panic!("no keys for {table}"));
+            for key in keys.iter().filter(|k| k.len() > 3) {
+                let mid = key.len() / 2;
+                let typo = format!("{}{}", &key[..mid], &key[mid + 1..]);
+                assert_eq!(
+                    closest(&typo, keys.iter().copied()),
+                    Some(*key),
+                    "{table}: {typo}"
+                );
+            }
+        }
     }
 
     #[test]
     fn knows_the_tables_of_the_schema() {
-        let sni = KeyPath::root().key("listeners").index(3).key("tls").key("sni").index(0);
+        let sni = KeyPath::root()
+            .key("listeners")
+            .index(3)
+            .key("tls")
+            .key("sni")
+            .index(0);
         assert_eq!(table_keys(&sni), fields_of::<RawSni>());
-        let server = KeyPath::root().key("upstreams").key("api").key("servers").index(1);
+        let server = KeyPath::root()
+            .key("upstreams")
+            .key("api")
+            .key("servers")
+            .index(1);
         assert_eq!(table_keys(&server).unwrap(), ["address", "weight"]);
-        let headers = KeyPath::root().key("routes").index(0).key("respond").key("headers");
+        let headers = KeyPath::root()
+            .key("routes")
+            .index(0)
+            .key("respond")
+            .key("headers");
         assert_eq!(table_keys(&headers), None);
     }
 }

@@ -87,12 +87,11 @@ impl<'a> Document<'a> {
     }
 }
 
-/// Calls `f(path, key span, value span)` for every entry below `value`.
-fn visit(
-    value: &Spanned<DeValue<'_>>,
-    path: &KeyPath,
-    f: &mut dyn FnMut(&KeyPath, Option<Range<usize>>, Range<usize>),
-) {
+/// Called with an entry's path, key span (none for array elements) and value span.
+type Visitor<'f> = dyn FnMut(&KeyPath, Option<Range<usize>>, Range<usize>) + 'f;
+
+/// Calls `f` for every entry below `value`.
+fn visit(value: &Spanned<DeValue<'_>>, path: &KeyPath, f: &mut Visitor<'_>) {
     match value.get_ref() {
         DeValue::Table(table) => {
             for (key, child) in table.iter() {
@@ -161,14 +160,24 @@ mod tests {
         assert_eq!(at(&workers, Part::Value).column, 11);
         assert_eq!(at(&workers, Part::Key).column, 1);
         let adress = KeyPath::root().key("listeners").index(0).key("adress");
-        assert_eq!((at(&adress, Part::Key).line, at(&adress, Part::Key).width), (5, 6));
+        assert_eq!(
+            (at(&adress, Part::Key).line, at(&adress, Part::Key).width),
+            (5, 6)
+        );
         // A missing key points at its table's header.
         let missing = KeyPath::root().key("listeners").index(1).key("address");
         let header = at(&missing, Part::Value);
         assert_eq!((header.line, header.text.as_str()), (7, "[[listeners]]"));
-        let cert = KeyPath::root().key("listeners").index(1).key("tls").key("cert");
+        let cert = KeyPath::root()
+            .key("listeners")
+            .index(1)
+            .key("tls")
+            .key("cert");
         assert_eq!(at(&cert, Part::Value).column, 16);
-        assert!(doc.locate(&KeyPath::root().key("routes"), Part::Value).is_none());
+        assert!(
+            doc.locate(&KeyPath::root().key("routes"), Part::Value)
+                .is_none()
+        );
     }
 
     #[test]

@@ -17,7 +17,10 @@ pub(crate) struct UnitError {
 
 impl UnitError {
     fn new(message: String, hint: impl Into<Option<String>>) -> Self {
-        Self { message, hint: hint.into() }
+        Self {
+            message,
+            hint: hint.into(),
+        }
     }
 }
 
@@ -46,7 +49,10 @@ const DURATION_EXAMPLES: &str = r#"examples: "250ms", "30s", "1m 30s""#;
 pub(crate) fn duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();
     if t.is_empty() {
-        return Err(UnitError::new("empty duration".into(), DURATION_EXAMPLES.to_owned()));
+        return Err(UnitError::new(
+            "empty duration".into(),
+            DURATION_EXAMPLES.to_owned(),
+        ));
     }
     if t.chars().all(|c| c.is_ascii_digit()) {
         return Err(UnitError::new(
@@ -55,7 +61,10 @@ pub(crate) fn duration(text: &str) -> Result<Duration, UnitError> {
         ));
     }
     humantime::parse_duration(t).map_err(|e| {
-        UnitError::new(format!("invalid duration `{t}`: {e}"), DURATION_EXAMPLES.to_owned())
+        UnitError::new(
+            format!("invalid duration `{t}`: {e}"),
+            DURATION_EXAMPLES.to_owned(),
+        )
     })
 }
 
@@ -72,14 +81,18 @@ const SIZE_UNITS: &[(&str, u64)] = &[
     ("TB", 1_000_000_000_000),
 ];
 
-const SIZE_EXAMPLES: &str = r#"write bytes or a number with a unit: "512", "64KiB", "10MiB", "10MB""#;
+const SIZE_EXAMPLES: &str =
+    r#"write bytes or a number with a unit: "512", "64KiB", "10MiB", "10MB""#;
 
 pub(crate) fn size(text: &str) -> Result<u64, UnitError> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = (&t[..digits_end], t[digits_end..].trim_start());
     if digits.is_empty() {
-        return Err(UnitError::new(format!("invalid size `{t}`"), SIZE_EXAMPLES.to_owned()));
+        return Err(UnitError::new(
+            format!("invalid size `{t}`"),
+            SIZE_EXAMPLES.to_owned(),
+        ));
     }
     if unit.starts_with(['.', ',']) {
         return Err(UnitError::new(
@@ -105,14 +118,20 @@ fn unknown_unit(text: &str, digits: &str, unit: &str) -> UnitError {
     // A binary unit right but for its case (`kib`) has one reading; a bare prefix (`k`) or a
     // decimal-looking one (`kb`, often meant as KiB) has two, so offer both.
     let unambiguous = lower == "b" || lower.contains('i');
-    let same_but_case = SIZE_UNITS.iter().find(|(name, _)| name.to_ascii_lowercase() == lower);
+    let same_but_case = SIZE_UNITS
+        .iter()
+        .find(|(name, _)| name.to_ascii_lowercase() == lower);
     if let (true, Some((name, _))) = (unambiguous, same_but_case) {
         let hint = format!(r#"units are case-sensitive: write "{digits}{name}""#);
         return UnitError::new(message, hint);
     }
     let prefix = lower.trim_end_matches(['b', 'i']);
-    let binary = SIZE_UNITS.iter().find(|(name, _)| name.to_ascii_lowercase() == format!("{prefix}ib"));
-    let decimal = SIZE_UNITS.iter().find(|(name, _)| name.to_ascii_lowercase() == format!("{prefix}b"));
+    let binary = SIZE_UNITS
+        .iter()
+        .find(|(name, _)| name.to_ascii_lowercase() == format!("{prefix}ib"));
+    let decimal = SIZE_UNITS
+        .iter()
+        .find(|(name, _)| name.to_ascii_lowercase() == format!("{prefix}b"));
     let hint = match (binary, decimal) {
         (Some((bin, _)), Some((dec, _))) => format!(
             r#"write "{digits}{bin}" (binary, 1024-based) or "{digits}{dec}" (decimal, 1000-based); units are case-sensitive"#
@@ -137,13 +156,20 @@ mod tests {
         let bare = duration("30").unwrap_err();
         assert_eq!(bare.message, "duration `30` has no unit");
         assert_eq!(bare.hint.as_deref(), Some(r#"write "30s""#));
-        assert_eq!(parse_duration("30"), Err(r#"duration `30` has no unit (write "30s")"#.into()));
+        assert_eq!(
+            parse_duration("30"),
+            Err(r#"duration `30` has no unit (write "30s")"#.into())
+        );
     }
 
     #[test]
     fn bad_durations_are_explained() {
         let e = duration("5 parsecs").unwrap_err();
-        assert!(e.message.starts_with("invalid duration `5 parsecs`: unknown time unit"), "{e}");
+        assert!(
+            e.message
+                .starts_with("invalid duration `5 parsecs`: unknown time unit"),
+            "{e}"
+        );
         assert_eq!(e.hint.as_deref(), Some(DURATION_EXAMPLES));
         assert!(duration("").is_err());
         assert!(duration("-5s").is_err());
@@ -168,21 +194,51 @@ mod tests {
         assert_eq!(e.message, "invalid size `10k`: unknown unit `k`");
         assert_eq!(
             e.hint.as_deref(),
-            Some(r#"write "10KiB" (binary, 1024-based) or "10KB" (decimal, 1000-based); units are case-sensitive"#)
+            Some(
+                r#"write "10KiB" (binary, 1024-based) or "10KB" (decimal, 1000-based); units are case-sensitive"#
+            )
         );
-        assert!(size("10mb").unwrap_err().hint.unwrap().starts_with(r#"write "10MiB" (binary"#));
+        assert!(
+            size("10mb")
+                .unwrap_err()
+                .hint
+                .unwrap()
+                .starts_with(r#"write "10MiB" (binary"#)
+        );
         let e = size("10mib").unwrap_err();
-        assert_eq!(e.hint.as_deref(), Some(r#"units are case-sensitive: write "10MiB""#));
+        assert_eq!(
+            e.hint.as_deref(),
+            Some(r#"units are case-sensitive: write "10MiB""#)
+        );
         let e = size("10 furlongs").unwrap_err();
         assert!(e.hint.unwrap().starts_with("units are B, KiB"));
     }
 
     #[test]
     fn rejects_fractions_overflow_and_garbage() {
-        assert!(size("1.5MiB").unwrap_err().hint.unwrap().contains("1536KiB"));
-        assert!(size("99999999999999999999").unwrap_err().message.contains("too large"));
-        assert!(size("20000000TiB").unwrap_err().message.contains("too large"));
-        assert_eq!(size("lots").unwrap_err().hint.as_deref(), Some(SIZE_EXAMPLES));
+        assert!(
+            size("1.5MiB")
+                .unwrap_err()
+                .hint
+                .unwrap()
+                .contains("1536KiB")
+        );
+        assert!(
+            size("99999999999999999999")
+                .unwrap_err()
+                .message
+                .contains("too large")
+        );
+        assert!(
+            size("20000000TiB")
+                .unwrap_err()
+                .message
+                .contains("too large")
+        );
+        assert_eq!(
+            size("lots").unwrap_err().hint.as_deref(),
+            Some(SIZE_EXAMPLES)
+        );
         assert!(size("").is_err());
         assert!(size("-1").is_err());
     }

@@ -30,7 +30,11 @@ impl Body {
     /// A body of one buffer.
     pub fn full(bytes: impl Into<Bytes>) -> Self {
         let bytes = bytes.into();
-        if bytes.is_empty() { Body::Empty } else { Body::Full(Some(bytes)) }
+        if bytes.is_empty() {
+            Body::Empty
+        } else {
+            Body::Full(Some(bytes))
+        }
     }
 
     /// Wrap any body whose error converts to [`BoxError`].

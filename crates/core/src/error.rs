@@ -64,7 +64,13 @@ pub struct Error {
 impl Error {
     /// A new error; `message` is what the log line and (for 4xx) the client see.
     pub fn new(kind: ErrorKind, side: Side, message: impl Into<String>) -> Self {
-        Self { kind, side, retryable: false, message: message.into(), source: None }
+        Self {
+            kind,
+            side,
+            retryable: false,
+            message: message.into(),
+            source: None,
+        }
     }
 
     /// A client mistake.
@@ -135,7 +141,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 

@@ -19,9 +19,16 @@ use sluice_origin::{Origin, OriginOptions};
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize| args.get(i).map(String::as_str).ok_or("missing argument (see the docs)");
+    let arg = |i: usize| {
+        args.get(i)
+            .map(String::as_str)
+            .ok_or("missing argument (see the docs)")
+    };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = args.get(2).filter(|_| args.first().is_some_and(|m| m == "serve")) {
+    if let Some(threads) = args
+        .get(2)
+        .filter(|_| args.first().is_some_and(|m| m == "serve"))
+    {
         runtime.worker_threads(threads.parse()?);
     }
     let runtime = runtime.enable_all().build()?;
@@ -41,7 +48,9 @@ fn main() -> Result<(), BoxError> {
 async fn serve(addr: String) -> Result<(), BoxError> {
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     eprintln!("origin on http://{}", listener.local_addr()?);
-    let origin = Origin::new(OriginOptions { name: Some("load".into()) });
+    let origin = Origin::new(OriginOptions {
+        name: Some("load".into()),
+    });
     origin
         .serve_tcp(listener, async {
             let _ = tokio::signal::ctrl_c().await;
@@ -63,7 +72,9 @@ async fn load(
     let deadline = start + time;
     let mut tasks = Vec::new();
     for _ in 0..conns {
-        let io = TokioIo::new(tokio::net::TcpStream::connect(&addr).await?);
+        let stream = tokio::net::TcpStream::connect(&addr).await?;
+        stream.set_nodelay(true)?;
+        let io = TokioIo::new(stream);
         let uri: http::Uri = format!("http://{addr}{path}").parse()?;
         let (requests, bytes) = (requests.clone(), bytes.clone());
         tasks.push(tokio::spawn(async move {
@@ -96,7 +107,10 @@ async fn load(
         task.await??;
     }
     let secs = start.elapsed().as_secs_f64();
-    let (requests, bytes) = (requests.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
+    let (requests, bytes) = (
+        requests.load(Ordering::Relaxed),
+        bytes.load(Ordering::Relaxed),
+    );
     println!(
         "{path}: {:.0} req/s, {:.1} MB/s body, {requests} requests in {secs:.1} s",
         requests as f64 / secs,

@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::{Frame, SizeHint};
 use sluice_config::{AccessLog, AccessLogFormat};
 use sluice_core::{Body, BoxError};
 
@@ -32,9 +32,12 @@ impl AccessLogger {
             AccessLog::Off => return Ok(None),
             AccessLog::Stdout => Box::new(std::io::stdout()),
             AccessLog::Stderr => Box::new(std::io::stderr()),
-            AccessLog::File(path) => {
-                Box::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)
-            }
+            AccessLog::File(path) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?,
+            ),
         };
         let (tx, rx) = mpsc::channel::<String>();
         std::thread::Builder::new()
@@ -83,9 +86,18 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn new(remote: SocketAddr, start: Instant, method: &Method, uri: &Uri, version: Version, headers: &HeaderMap) -> Self {
+    pub fn new(
+        remote: SocketAddr,
+        start: Instant,
+        method: &Method,
+        uri: &Uri,
+        version: Version,
+        headers: &HeaderMap,
+    ) -> Self {
         let header = |name: http::header::HeaderName| {
-            headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            headers
+                .get(name)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         };
         Self {
             remote,
@@ -153,7 +165,10 @@ fn clf_time(time: SystemTime) -> String {
 
 /// Escape quotes and control bytes as nginx does (`\x22`), so a header cannot forge a log line.
 fn escape(value: &str) -> std::borrow::Cow<'_, str> {
-    if !value.bytes().any(|b| b == b'"' || b == b'\\' || b.is_ascii_control()) {
+    if !value
+        .bytes()
+        .any(|b| b == b'"' || b == b'\\' || b.is_ascii_control())
+    {
         return std::borrow::Cow::Borrowed(value);
     }
     let mut out = String::with_capacity(value.len() + 8);
@@ -177,7 +192,11 @@ pub struct LoggedBody {
 
 impl LoggedBody {
     pub fn new(inner: Body, entry: Entry, logger: Arc<AccessLogger>) -> Self {
-        Self { inner, sent: 0, pending: Some((entry, logger)) }
+        Self {
+            inner,
+            sent: 0,
+            pending: Some((entry, logger)),
+        }
     }
 
     fn finish(&mut self) {
@@ -191,7 +210,10 @@ impl http_body::Body for LoggedBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
@@ -233,7 +255,14 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("user-agent", "curl/8 \"evil\"".parse().unwrap());
         let uri: Uri = "/a?b=1".parse().unwrap();
-        let mut e = Entry::new("127.0.0.1:5000".parse().unwrap(), Instant::now(), &Method::GET, &uri, Version::HTTP_11, &headers);
+        let mut e = Entry::new(
+            "127.0.0.1:5000".parse().unwrap(),
+            Instant::now(),
+            &Method::GET,
+            &uri,
+            Version::HTTP_11,
+            &headers,
+        );
         e.time = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_000_000);
         e.status = StatusCode::NOT_FOUND;
         e
@@ -243,7 +272,12 @@ mod tests {
     fn combined_line_matches_nginx_shape() {
         let line = entry().combined(123);
         assert!(line.starts_with("127.0.0.1 - - ["), "{line}");
-        assert!(line.contains(" +0000] \"GET /a?b=1 HTTP/1.1\" 404 123 \"-\" \"curl/8 \\x22evil\\x22\"\n"), "{line}");
+        assert!(
+            line.contains(
+                " +0000] \"GET /a?b=1 HTTP/1.1\" 404 123 \"-\" \"curl/8 \\x22evil\\x22\"\n"
+            ),
+            "{line}"
+        );
     }
 
     #[test]

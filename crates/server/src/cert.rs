@@ -28,15 +28,21 @@ pub struct DevCertificate {
 pub fn generate(hosts: &[String]) -> Result<DevCertificate, rcgen::Error> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "sluice development CA");
-    ca_params.distinguished_name.push(DnType::OrganizationName, "sluice");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "sluice development CA");
+    ca_params
+        .distinguished_name
+        .push(DnType::OrganizationName, "sluice");
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     set_validity(&mut ca_params, 3650);
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
 
     let mut leaf_params = CertificateParams::new(hosts.to_vec())?;
     let common_name = hosts.first().map_or("localhost", String::as_str);
-    leaf_params.distinguished_name.push(DnType::CommonName, common_name);
+    leaf_params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
     leaf_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     // Browsers reject leaf certificates valid for more than ~13 months.
@@ -87,8 +93,12 @@ pub fn write_files(cert: &DevCertificate, dir: &Path) -> std::io::Result<Written
 fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
     file.write_all(contents)
 }
 
@@ -113,6 +123,10 @@ mod tests {
         let files = write_files(&cert, &dir.path().join("certs")).unwrap();
         let mode = std::fs::metadata(&files.key).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert!(std::fs::read_to_string(&files.ca_cert).unwrap().contains("CERTIFICATE"));
+        assert!(
+            std::fs::read_to_string(&files.ca_cert)
+                .unwrap()
+                .contains("CERTIFICATE")
+        );
     }
 }

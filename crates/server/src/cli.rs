@@ -17,7 +17,11 @@ use sluice_config::{
 use crate::cert;
 
 #[derive(Parser)]
-#[command(name = "sluice", version, about = "A reverse proxy and web server that makes compression, HTTP/2, caching and load balancing fast")]
+#[command(
+    name = "sluice",
+    version,
+    about = "A reverse proxy and web server that makes compression, HTTP/2, caching and load balancing fast"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -163,7 +167,10 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
     let mut listener = Listener::plain(args.listen);
     listener.tls = match (args.tls, args.cert, args.key) {
         (Some(TlsMode::SelfSigned), _, _) => Some(Tls::SelfSigned { hosts: Vec::new() }),
-        (None, Some(cert), Some(key)) => Some(Tls::Files { default: CertFiles { cert, key }, sni: Vec::new() }),
+        (None, Some(cert), Some(key)) => Some(Tls::Files {
+            default: CertFiles { cert, key },
+            sni: Vec::new(),
+        }),
         _ => None,
     };
     let route = Route {
@@ -173,16 +180,33 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
         listeners: Vec::new(),
         action: Action::Static(StaticFiles::new(root)),
     };
-    Ok(quick_config(listener, vec![route], &args.common, args.access_log))
+    Ok(quick_config(
+        listener,
+        vec![route],
+        &args.common,
+        args.access_log,
+    ))
 }
 
 /// A config for the quick commands.
-fn quick_config(listener: Listener, routes: Vec<Route>, common: &CommonArgs, access_log: bool) -> Config {
+fn quick_config(
+    listener: Listener,
+    routes: Vec<Route>,
+    common: &CommonArgs,
+    access_log: bool,
+) -> Config {
     Config {
-        server: ServerSettings { workers: common.workers, ..ServerSettings::default() },
+        server: ServerSettings {
+            workers: common.workers,
+            ..ServerSettings::default()
+        },
         log: LogSettings {
             level: common.log_level.clone(),
-            access: if access_log { AccessLog::Stdout } else { AccessLog::Off },
+            access: if access_log {
+                AccessLog::Stdout
+            } else {
+                AccessLog::Off
+            },
             ..LogSettings::default()
         },
         listeners: vec![listener],
@@ -197,7 +221,11 @@ fn init_tracing(level: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
@@ -223,7 +251,10 @@ pub fn run_server(config: Config) -> ExitCode {
         if let Err(e) = wait_for_signal().await {
             return fail(&format!("installing signal handlers: {e}"));
         }
-        tracing::info!("shutting down: draining in-flight requests (up to {:?})", config.server.shutdown_timeout);
+        tracing::info!(
+            "shutting down: draining in-flight requests (up to {:?})",
+            config.server.shutdown_timeout
+        );
         tokio::select! {
             drained = server.shutdown(config.server.shutdown_timeout) => {
                 if !drained {
@@ -269,8 +300,15 @@ fn run_origin(args: OriginArgs) -> ExitCode {
                 Ok(l) => l,
                 Err(e) => return fail(&format!("--listen {addr}: {e}")),
             };
-            println!("origin listening on http://{}", listener.local_addr().unwrap_or(addr));
-            tasks.push(tokio::spawn(origin.clone().serve_tcp(listener, signalled(stopped.clone()))));
+            println!(
+                "origin listening on http://{}",
+                listener.local_addr().unwrap_or(addr)
+            );
+            tasks.push(tokio::spawn(
+                origin
+                    .clone()
+                    .serve_tcp(listener, signalled(stopped.clone())),
+            ));
         }
         if let Some(path) = args.unix {
             let listener = match bind_unix(&path) {
@@ -278,7 +316,11 @@ fn run_origin(args: OriginArgs) -> ExitCode {
                 Err(e) => return fail(&format!("--unix {}: {e}", path.display())),
             };
             println!("origin listening on unix:{}", path.display());
-            tasks.push(tokio::spawn(origin.clone().serve_unix(listener, signalled(stopped.clone()))));
+            tasks.push(tokio::spawn(
+                origin
+                    .clone()
+                    .serve_unix(listener, signalled(stopped.clone())),
+            ));
         }
         if let Err(e) = wait_for_signal().await {
             return fail(&format!("installing signal handlers: {e}"));
@@ -298,10 +340,10 @@ async fn signalled(mut rx: tokio::sync::watch::Receiver<bool>) {
 /// Bind a unix socket, replacing a stale socket file (but never another kind of file).
 fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     use std::os::unix::fs::FileTypeExt;
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if meta.file_type().is_socket() {
-            std::fs::remove_file(path)?;
-        }
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.file_type().is_socket()
+    {
+        std::fs::remove_file(path)?;
     }
     tokio::net::UnixListener::bind(path)
 }
@@ -315,17 +357,36 @@ fn write_cert(args: &CertArgs) -> ExitCode {
         Ok(files) => files,
         Err(e) => return fail(&format!("writing into {}: {e}", args.out.display())),
     };
-    println!("wrote a development CA and a certificate for {}:", args.hosts.join(", "));
+    println!(
+        "wrote a development CA and a certificate for {}:",
+        args.hosts.join(", ")
+    );
     println!("  CA certificate:  {}", files.ca_cert.display());
-    println!("  certificate:     {}  (leaf + CA chain)", files.cert.display());
+    println!(
+        "  certificate:     {}  (leaf + CA chain)",
+        files.cert.display()
+    );
     println!("  private key:     {}", files.key.display());
     println!();
     println!("use them in a listener:");
-    println!("  [listeners.tls]\n  cert = \"{}\"\n  key = \"{}\"", files.cert.display(), files.key.display());
+    println!(
+        "  [listeners.tls]\n  cert = \"{}\"\n  key = \"{}\"",
+        files.cert.display(),
+        files.key.display()
+    );
     println!();
     println!("trust the CA:");
-    println!("  curl:    curl --cacert {} https://localhost:8443/", files.ca_cert.display());
-    println!("  Debian:  sudo cp {} /usr/local/share/ca-certificates/sluice-dev.crt && sudo update-ca-certificates", files.ca_cert.display());
-    println!("  browser: import {} as a trusted authority (Firefox: Settings > Certificates)", files.ca_cert.display());
+    println!(
+        "  curl:    curl --cacert {} https://localhost:8443/",
+        files.ca_cert.display()
+    );
+    println!(
+        "  Debian:  sudo cp {} /usr/local/share/ca-certificates/sluice-dev.crt && sudo update-ca-certificates",
+        files.ca_cert.display()
+    );
+    println!(
+        "  browser: import {} as a trusted authority (Firefox: Settings > Certificates)",
+        files.ca_cert.display()
+    );
     ExitCode::SUCCESS
 }

@@ -59,11 +59,19 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
         (false, true) => base.clone().http2_only(),
         _ => base.clone(),
     };
-    Builders { plain, h1: base.clone().http1_only(), h2: base.http2_only() }
+    Builders {
+        plain,
+        h1: base.clone().http1_only(),
+        h2: base.http2_only(),
+    }
 }
 
 /// Accept connections until `shutdown` flips to true.
-pub async fn accept_loop(task: ListenerTask, mut shutdown: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
+pub async fn accept_loop(
+    task: ListenerTask,
+    mut shutdown: watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+) {
     let builders = Arc::new(builders(&task.limits, task.protocols));
     let task = Arc::new(task);
     let mut backoff = Duration::from_millis(5);
@@ -86,7 +94,12 @@ pub async fn accept_loop(task: ListenerTask, mut shutdown: watch::Receiver<bool>
             }
         };
         let _ = stream.set_nodelay(true);
-        let (task, builders, shutdown, guard) = (task.clone(), builders.clone(), shutdown.clone(), drain.clone());
+        let (task, builders, shutdown, guard) = (
+            task.clone(),
+            builders.clone(),
+            shutdown.clone(),
+            drain.clone(),
+        );
         tokio::spawn(async move {
             serve_stream(&task, &builders, stream, Client { remote }, shutdown).await;
             drop(guard);
@@ -95,17 +108,29 @@ pub async fn accept_loop(task: ListenerTask, mut shutdown: watch::Receiver<bool>
     tracing::debug!(listener = %task.name, "stopped accepting");
 }
 
-async fn serve_stream(task: &ListenerTask, builders: &Builders, stream: TcpStream, client: Client, shutdown: watch::Receiver<bool>) {
+async fn serve_stream(
+    task: &ListenerTask,
+    builders: &Builders,
+    stream: TcpStream,
+    client: Client,
+    shutdown: watch::Receiver<bool>,
+) {
     let activity = Arc::new(AtomicU64::new(0));
-    let io = ActivityIo { inner: stream, activity: activity.clone() };
+    let io = ActivityIo {
+        inner: stream,
+        activity: activity.clone(),
+    };
     let Some(acceptor) = &task.tls else {
         return serve_io(&builders.plain, io, task, client, shutdown, activity).await;
     };
-    let tls = match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(err)) => return tracing::debug!(remote = %client.remote, "TLS handshake failed: {err}"),
-        Err(_) => return tracing::debug!(remote = %client.remote, "TLS handshake timed out"),
-    };
+    let tls =
+        match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(err)) => {
+                return tracing::debug!(remote = %client.remote, "TLS handshake failed: {err}");
+            }
+            Err(_) => return tracing::debug!(remote = %client.remote, "TLS handshake timed out"),
+        };
     let builder = match tls.get_ref().1.alpn_protocol() {
         Some(b"h2") => &builders.h2,
         Some(_) => &builders.h1,
@@ -136,7 +161,8 @@ async fn serve_io<I>(
     // hyper bounds the wait for request headers (h1, idle keep-alive included); this watchdog
     // closes connections on which no byte moved for `idle_timeout` (mostly idle HTTP/2).
     let idle_timeout = task.limits.idle_timeout;
-    let mut idle_check = tokio::time::interval_at(tokio::time::Instant::now() + idle_timeout, idle_timeout);
+    let mut idle_check =
+        tokio::time::interval_at(tokio::time::Instant::now() + idle_timeout, idle_timeout);
     let mut last_seen = activity.load(Ordering::Relaxed);
     let mut closing = false;
     loop {
@@ -151,9 +177,15 @@ async fn serve_io<I>(
                 conn.as_mut().graceful_shutdown();
                 closing = true;
             }
-            _ = idle_check.tick(), if !closing => {
+            _ = idle_check.tick() => {
                 let now = activity.load(Ordering::Relaxed);
                 if now == last_seen {
+                    if closing {
+                        // Graceful close needs the client's help (HTTP/2 waits for a PING ack);
+                        // a client silent for another idle period is dropped.
+                        tracing::debug!(remote = %client.remote, "dropping unresponsive connection");
+                        return;
+                    }
                     tracing::debug!(remote = %client.remote, "closing idle connection");
                     conn.as_mut().graceful_shutdown();
                     closing = true;
@@ -177,7 +209,11 @@ impl ActivityIo {
 }
 
 impl AsyncRead for ActivityIo {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if polled.is_ready() {
             self.touch();
@@ -187,7 +223,11 @@ impl AsyncRead for ActivityIo {
 }
 
 impl AsyncWrite for ActivityIo {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
         if polled.is_ready() {
             self.touch();

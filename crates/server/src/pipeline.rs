@@ -34,7 +34,14 @@ impl Pipeline {
     pub async fn handle<B>(&self, client: Client, req: Request<B>) -> Response<Body> {
         let start = Instant::now();
         let mut entry = self.access_log.as_ref().map(|_| {
-            Entry::new(client.remote, start, req.method(), req.uri(), req.version(), req.headers())
+            Entry::new(
+                client.remote,
+                start,
+                req.method(),
+                req.uri(),
+                req.version(),
+                req.headers(),
+            )
         });
 
         let mut response = match self.router.route(&req) {
@@ -58,7 +65,9 @@ impl Pipeline {
                         let err = Error::new(
                             sluice_core::ErrorKind::BadGateway,
                             Side::Internal,
-                            format!("proxying to upstream `{upstream}` is not available in this build"),
+                            format!(
+                                "proxying to upstream `{upstream}` is not available in this build"
+                            ),
                         );
                         error_response(&err, &req)
                     }
@@ -67,7 +76,9 @@ impl Pipeline {
         };
 
         if let Some(server) = &self.server_header {
-            response.headers_mut().insert(header::SERVER, server.clone());
+            response
+                .headers_mut()
+                .insert(header::SERVER, server.clone());
         }
         match (entry, &self.access_log) {
             (Some(mut entry), Some(logger)) => {

@@ -15,9 +15,10 @@ pub fn error_page(status: StatusCode, detail: Option<&str>) -> Response<Body> {
     };
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }
 
@@ -45,7 +46,10 @@ pub fn redirect(redirect: &Redirect, uri: &http::Uri, host: Option<&str>) -> Res
             response
         }
         // A request path can hold bytes that are not valid in a header; refuse it.
-        Err(_) => error_page(StatusCode::BAD_REQUEST, Some("the redirect target is not a valid URL")),
+        Err(_) => error_page(
+            StatusCode::BAD_REQUEST,
+            Some("the redirect target is not a valid URL"),
+        ),
     }
 }
 
@@ -56,15 +60,23 @@ mod tests {
 
     #[test]
     fn redirect_fills_placeholders() {
-        let r = Redirect { to: "https://{host}{uri}".into(), status: StatusCode::MOVED_PERMANENTLY };
+        let r = Redirect {
+            to: "https://{host}{uri}".into(),
+            status: StatusCode::MOVED_PERMANENTLY,
+        };
         let resp = redirect(&r, &"/a/b?x=1".parse().unwrap(), Some("example.com"));
         assert_eq!(resp.status(), 301);
-        assert_eq!(resp.headers()[header::LOCATION], "https://example.com/a/b?x=1");
+        assert_eq!(
+            resp.headers()[header::LOCATION],
+            "https://example.com/a/b?x=1"
+        );
     }
 
     #[test]
     fn server_errors_hide_details() {
         let resp = error_page(StatusCode::INTERNAL_SERVER_ERROR, Some("/secret/path"));
-        assert!(matches!(resp.body(), Body::Full(Some(b)) if !b.windows(6).any(|w| w == b"secret")));
+        assert!(
+            matches!(resp.body(), Body::Full(Some(b)) if !b.windows(6).any(|w| w == b"secret"))
+        );
     }
 }

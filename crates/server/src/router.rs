@@ -16,7 +16,9 @@ pub enum Handler {
     Respond(FixedResponse),
     Redirect(Redirect),
     /// Proxying is the next capability (issue 3); until then a proxy route answers 502.
-    Proxy { upstream: String },
+    Proxy {
+        upstream: String,
+    },
 }
 
 /// A route with its handler.
@@ -36,9 +38,14 @@ impl CompiledRoute {
             }
             Action::Respond(fixed) => Handler::Respond(fixed.clone()),
             Action::Redirect(redirect) => Handler::Redirect(redirect.clone()),
-            Action::Proxy(proxy) => Handler::Proxy { upstream: proxy.upstream.clone() },
+            Action::Proxy(proxy) => Handler::Proxy {
+                upstream: proxy.upstream.clone(),
+            },
         };
-        Ok(Self { config: route.clone(), handler })
+        Ok(Self {
+            config: route.clone(),
+            handler,
+        })
     }
 }
 
@@ -53,7 +60,9 @@ impl Router {
     pub fn for_listener(all: &[Arc<CompiledRoute>], listener: &str) -> Self {
         let routes = all
             .iter()
-            .filter(|r| r.config.listeners.is_empty() || r.config.listeners.iter().any(|l| l == listener))
+            .filter(|r| {
+                r.config.listeners.is_empty() || r.config.listeners.iter().any(|l| l == listener)
+            })
             .cloned()
             .collect();
         Self { routes }
@@ -66,7 +75,9 @@ impl Router {
         self.routes.iter().find(|r| {
             r.config.path.matches(path)
                 && (r.config.hosts.is_empty()
-                    || host.as_deref().is_some_and(|h| r.config.hosts.iter().any(|m| m.matches(h))))
+                    || host
+                        .as_deref()
+                        .is_some_and(|h| r.config.hosts.iter().any(|m| m.matches(h))))
         })
     }
 }
@@ -94,7 +105,11 @@ fn strip_port(host: &str) -> &str {
         return rest.split(']').next().unwrap_or(rest);
     }
     host.rsplit_once(':').map_or(host, |(h, port)| {
-        if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host }
+        if port.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
     })
 }
 
@@ -113,10 +128,19 @@ mod tests {
 
     #[test]
     fn host_is_lowercased_and_port_stripped() {
-        assert_eq!(request_host(&req("/", Some("Example.COM:8080"))).unwrap(), "example.com");
+        assert_eq!(
+            request_host(&req("/", Some("Example.COM:8080"))).unwrap(),
+            "example.com"
+        );
         assert_eq!(request_host(&req("/", Some("[::1]:8443"))).unwrap(), "::1");
-        assert_eq!(request_host(&req("http://a.test:1/x", Some("b.test"))).unwrap(), "a.test");
-        assert_eq!(request_host(&req("/", Some("fqdn.test."))).unwrap(), "fqdn.test");
+        assert_eq!(
+            request_host(&req("http://a.test:1/x", Some("b.test"))).unwrap(),
+            "a.test"
+        );
+        assert_eq!(
+            request_host(&req("/", Some("fqdn.test."))).unwrap(),
+            "fqdn.test"
+        );
         assert!(request_host(&req("/", None)).is_none());
     }
 }

@@ -58,8 +58,12 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
                 .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let access_log = AccessLogger::open(&config.log.access, config.log.format)
-        .map_err(|e| StartError(format!("opening the access log {:?}: {e}", config.log.access)))?;
+    let access_log = AccessLogger::open(&config.log.access, config.log.format).map_err(|e| {
+        StartError(format!(
+            "opening the access log {:?}: {e}",
+            config.log.access
+        ))
+    })?;
 
     let mut tasks = Vec::with_capacity(config.listeners.len());
     let mut bound = Vec::with_capacity(config.listeners.len());
@@ -84,7 +88,11 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
             )),
             None => None,
         };
-        bound.push(BoundListener { name: listener.name.clone(), address, tls: acceptor.is_some() });
+        bound.push(BoundListener {
+            name: listener.name.clone(),
+            address,
+            tls: acceptor.is_some(),
+        });
         tasks.push(ListenerTask {
             name: listener.name.clone(),
             listener: socket,
@@ -108,7 +116,11 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         let scheme = if l.tls { "https" } else { "http" };
         tracing::info!(listener = %l.name, "listening on {scheme}://{}", l.address);
     }
-    Ok(RunningServer { listeners: bound, shutdown, drained })
+    Ok(RunningServer {
+        listeners: bound,
+        shutdown,
+        drained,
+    })
 }
 
 impl RunningServer {
@@ -118,7 +130,10 @@ impl RunningServer {
 
     /// The bound address of the listener called `name`.
     pub fn address(&self, name: &str) -> Option<SocketAddr> {
-        self.listeners.iter().find(|l| l.name == name).map(|l| l.address)
+        self.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.address)
     }
 
     /// Stop accepting, let in-flight requests finish (up to `timeout`), then return. Returns
@@ -126,6 +141,8 @@ impl RunningServer {
     pub async fn shutdown(mut self, timeout: Duration) -> bool {
         let _ = self.shutdown.send(true);
         // Every accept loop and connection holds a sender; recv() yields None once all are gone.
-        tokio::time::timeout(timeout, self.drained.recv()).await.is_ok()
+        tokio::time::timeout(timeout, self.drained.recv())
+            .await
+            .is_ok()
     }
 }

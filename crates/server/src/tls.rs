@@ -65,15 +65,25 @@ impl CertResolver {
         match tls {
             Tls::SelfSigned { hosts } => {
                 let hosts = if hosts.is_empty() {
-                    cert::DEFAULT_HOSTS.iter().map(|h| (*h).to_string()).collect()
+                    cert::DEFAULT_HOSTS
+                        .iter()
+                        .map(|h| (*h).to_string())
+                        .collect()
                 } else {
                     hosts.clone()
                 };
                 let dev = cert::generate(&hosts)
                     .map_err(|e| TlsError(format!("making a self-signed certificate: {e}")))?;
-                let key = certified_key(dev.chain_pem.as_bytes(), dev.leaf_key_pem.as_bytes(), provider)
-                    .map_err(|e| TlsError(format!("self-signed certificate: {e}")))?;
-                Ok(Self { default: key, sni: Vec::new() })
+                let key = certified_key(
+                    dev.chain_pem.as_bytes(),
+                    dev.leaf_key_pem.as_bytes(),
+                    provider,
+                )
+                .map_err(|e| TlsError(format!("self-signed certificate: {e}")))?;
+                Ok(Self {
+                    default: key,
+                    sni: Vec::new(),
+                })
             }
             Tls::Files { default, sni } => {
                 let default = load_files(default, provider)?;
@@ -94,20 +104,33 @@ impl ResolvesServerCert for CertResolver {
         };
         let name = name.to_ascii_lowercase();
         let exact = self.sni.iter().find(|(hosts, _)| {
-            hosts.iter().any(|h| matches!(h, HostMatch::Exact(_)) && h.matches(&name))
+            hosts
+                .iter()
+                .any(|h| matches!(h, HostMatch::Exact(_)) && h.matches(&name))
         });
-        let chosen = exact.or_else(|| self.sni.iter().find(|(hosts, _)| hosts.iter().any(|h| h.matches(&name))));
+        let chosen = exact.or_else(|| {
+            self.sni
+                .iter()
+                .find(|(hosts, _)| hosts.iter().any(|h| h.matches(&name)))
+        });
         Some(chosen.map_or_else(|| self.default.clone(), |(_, key)| key.clone()))
     }
 }
 
-fn load_files(files: &CertFiles, provider: &rustls::crypto::CryptoProvider) -> Result<Arc<CertifiedKey>, TlsError> {
+fn load_files(
+    files: &CertFiles,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<Arc<CertifiedKey>, TlsError> {
     let cert = std::fs::read(&files.cert)
         .map_err(|e| TlsError(format!("reading certificate {}: {e}", files.cert.display())))?;
     let key = std::fs::read(&files.key)
         .map_err(|e| TlsError(format!("reading key {}: {e}", files.key.display())))?;
     certified_key(&cert, &key, provider).map_err(|e| {
-        TlsError(format!("certificate {} with key {}: {e}", files.cert.display(), files.key.display()))
+        TlsError(format!(
+            "certificate {} with key {}: {e}",
+            files.cert.display(),
+            files.key.display()
+        ))
     })
 }
 
@@ -129,7 +152,9 @@ fn certified_key(
         .load_private_key(key)
         .map_err(|e| format!("unusable private key: {e}"))?;
     let certified = CertifiedKey::new(chain, signing_key);
-    certified.keys_match().map_err(|e| format!("certificate and key do not match: {e}"))?;
+    certified
+        .keys_match()
+        .map_err(|e| format!("certificate and key do not match: {e}"))?;
     Ok(Arc::new(certified))
 }
 
@@ -140,7 +165,10 @@ mod tests {
 
     #[test]
     fn h1_only_listener_offers_no_h2() {
-        let alpn = alpn_protocols(Protocols { http1: true, http2: false });
+        let alpn = alpn_protocols(Protocols {
+            http1: true,
+            http2: false,
+        });
         assert_eq!(alpn, vec![b"http/1.1".to_vec()]);
         let both = alpn_protocols(Protocols::default());
         assert_eq!(both, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);

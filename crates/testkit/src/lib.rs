@@ -43,13 +43,19 @@ pub async fn start_toml_in(dir: &Path, toml: &str) -> TestServer {
 /// Start sluice from a typed config.
 pub async fn start_config(config: &sluice_config::Config, dir: &Path) -> TestServer {
     let server = sluice::start(config).await.unwrap();
-    TestServer { server: Some(server), dir: dir.to_path_buf(), _temp: None }
+    TestServer {
+        server: Some(server),
+        dir: dir.to_path_buf(),
+        _temp: None,
+    }
 }
 
 impl TestServer {
     /// The bound address of a listener (by name; the address string when unnamed).
     pub fn addr(&self, listener: &str) -> SocketAddr {
-        self.running().address(listener).unwrap_or_else(|| panic!("no listener named {listener}"))
+        self.running()
+            .address(listener)
+            .unwrap_or_else(|| panic!("no listener named {listener}"))
     }
 
     /// The address of the first listener.
@@ -83,12 +89,18 @@ pub struct TestOrigin {
 pub async fn start_origin(name: Option<&str>) -> TestOrigin {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions { name: name.map(String::from) });
+    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions {
+        name: name.map(String::from),
+    });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(origin.serve_tcp(listener, async move {
         let _ = stopped.await;
     }));
-    TestOrigin { addr, stop: Some(stop), task: Some(task) }
+    TestOrigin {
+        addr,
+        stop: Some(stop),
+        task: Some(task),
+    }
 }
 
 impl TestOrigin {
@@ -124,7 +136,9 @@ fn install_crypto_provider() {
 /// A client for cleartext HTTP offering `offer`.
 pub fn client(offer: Offer) -> reqwest::Client {
     install_crypto_provider();
-    let builder = reqwest::Client::builder().timeout(Duration::from_secs(30)).no_proxy();
+    let builder = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .no_proxy();
     let builder = match offer {
         Offer::Http1 | Offer::Both => builder.http1_only(),
         Offer::Http2 => builder.http2_prior_knowledge(),
@@ -136,12 +150,14 @@ pub fn client(offer: Offer) -> reqwest::Client {
 /// by ALPN.
 pub fn tls_client(offer: Offer) -> reqwest::Client {
     install_crypto_provider();
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAnyCert))
-        .with_no_client_auth();
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .dangerous()
+    .with_custom_certificate_verifier(Arc::new(AcceptAnyCert))
+    .with_no_client_auth();
     tls.alpn_protocols = match offer {
         Offer::Http1 => vec![b"http/1.1".to_vec()],
         Offer::Both => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
@@ -190,7 +206,9 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAnyCert {
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        rustls::crypto::ring::default_provider().signature_verification_algorithms.supported_schemes()
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -215,11 +233,16 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8], limit: usize) -> Vec
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(20), read).await.expect("raw exchange timed out");
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("raw exchange timed out");
     out
 }
 
 /// Whether a command is on PATH (tests that drive curl skip themselves, loudly, without it).
 pub fn have_command(name: &str) -> bool {
-    std::process::Command::new(name).arg("--version").output().is_ok()
+    std::process::Command::new(name)
+        .arg("--version")
+        .output()
+        .is_ok()
 }

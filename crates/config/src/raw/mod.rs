@@ -4,7 +4,8 @@
 //! stops at the first error, validation reports them all. So every key is optional (a missing
 //! key is a validation error with a place), numbers-or-strings are [`Scalar`]s, and leaf values
 //! are `Spanned` to keep their place. Unknown keys are not denied here (that would also stop at
-//! the first); they are collected by `serde_ignored` in [`crate::parse`].
+//! the first); they are collected by `serde_ignored` in [`crate::parse`]. `expecting` keeps
+//! serde's type errors in the file's words rather than these types' names.
 //! Nothing here is used outside the crate: the contract is [`crate::model`].
 
 mod shapes;
@@ -18,6 +19,7 @@ pub(crate) use shapes::{OneOrMany, RawTls, RawUpstreamServer, Scalar};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a TOML document")]
 pub(crate) struct RawConfig {
     pub server: Option<RawServer>,
     pub log: Option<RawLog>,
@@ -31,6 +33,7 @@ pub(crate) struct RawConfig {
 
 /// `[server]`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a [server] table")]
 pub(crate) struct RawServer {
     pub workers: Option<Spanned<Scalar>>,
     pub shutdown_timeout: Option<Spanned<Scalar>>,
@@ -39,6 +42,7 @@ pub(crate) struct RawServer {
 
 /// `[log]`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a [log] table")]
 pub(crate) struct RawLog {
     pub level: Option<Spanned<String>>,
     pub access: Option<Spanned<String>>,
@@ -47,6 +51,7 @@ pub(crate) struct RawLog {
 
 /// `[[listeners]]`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a [[listeners]] table with an address")]
 pub(crate) struct RawListener {
     pub name: Option<Spanned<String>>,
     pub address: Option<Spanned<Scalar>>,
@@ -62,6 +67,7 @@ pub(crate) struct RawListener {
 
 /// `[listeners.tls]`, the table form of `tls`.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a tls table")]
 pub(crate) struct RawTlsTable {
     pub self_signed: Option<Spanned<bool>>,
     pub hosts: Option<Spanned<OneOrMany>>,
@@ -73,6 +79,7 @@ pub(crate) struct RawTlsTable {
 
 /// `[[listeners.tls.sni]]`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an SNI table with hosts, cert and key")]
 pub(crate) struct RawSni {
     pub hosts: Option<Spanned<OneOrMany>>,
     pub cert: Option<Spanned<String>>,
@@ -82,6 +89,7 @@ pub(crate) struct RawSni {
 /// `[[routes]]`. The four actions are separate optional tables so that "none" and "two" are
 /// both reportable, rather than an enum serde would reject without saying where.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a [[routes]] table")]
 pub(crate) struct RawRoute {
     pub name: Option<Spanned<String>>,
     pub host: Option<Spanned<OneOrMany>>,
@@ -97,6 +105,7 @@ pub(crate) struct RawRoute {
 
 /// `static = { ... }`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { root = \"public\" }")]
 pub(crate) struct RawStatic {
     pub root: Option<Spanned<String>>,
     pub index: Option<Spanned<OneOrMany>>,
@@ -106,6 +115,7 @@ pub(crate) struct RawStatic {
 
 /// `respond = { ... }`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { status = 200, body = \"ok\" }")]
 pub(crate) struct RawRespond {
     pub status: Option<Spanned<Scalar>>,
     pub body: Option<String>,
@@ -116,6 +126,7 @@ pub(crate) struct RawRespond {
 
 /// `redirect = { ... }`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { to = \"https://example.com{uri}\" }")]
 pub(crate) struct RawRedirect {
     pub to: Option<Spanned<String>>,
     pub status: Option<Spanned<Scalar>>,
@@ -123,18 +134,21 @@ pub(crate) struct RawRedirect {
 
 /// `proxy = { ... }`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { upstream = \"api\" }")]
 pub(crate) struct RawProxy {
     pub upstream: Option<Spanned<String>>,
 }
 
 /// `[upstreams.NAME]`
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table with servers = [...]")]
 pub(crate) struct RawUpstream {
     pub servers: Option<Vec<Spanned<RawUpstreamServer>>>,
 }
 
 /// The table form of an upstream server: `{ address = "...", weight = 3 }`.
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { address = \"127.0.0.1:9001\", weight = 1 }")]
 pub(crate) struct RawServerTable {
     pub address: Option<Spanned<String>>,
     pub weight: Option<Spanned<Scalar>>,

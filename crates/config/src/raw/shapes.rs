@@ -191,12 +191,17 @@ servers = ["h:1", { address = "h:2", weight = 3 }]
         assert_eq!(doc.b.get_ref(), &Scalar::Str("30s".into()));
         assert_eq!(&text[doc.b.span()], "\"30s\"");
         let one = OneOrMany::items(&doc.one);
-        assert_eq!((one[0].get_ref().as_str(), &text[one[0].span()]), ("x", "\"x\""));
+        assert_eq!(
+            (one[0].get_ref().as_str(), &text[one[0].span()]),
+            ("x", "\"x\"")
+        );
         let many = OneOrMany::items(&doc.many);
         assert_eq!(&text[many[1].span()], "\"z\"");
         assert!(matches!(doc.tls, RawTls::Shorthand(s) if s == "self-signed"));
         assert!(matches!(&doc.servers[0], RawUpstreamServer::Short(s) if s == "h:1"));
-        let RawUpstreamServer::Table(table) = &doc.servers[1] else { panic!("not a table") };
+        let RawUpstreamServer::Table(table) = &doc.servers[1] else {
+            panic!("not a table")
+        };
         assert_eq!(table.weight.as_ref().unwrap().get_ref(), &Scalar::Int(3));
     }
 

@@ -17,6 +17,8 @@ use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue};
 use httpdate::HttpDate;
 
+use super::etag::{EntityTags, Member};
+
 /// The validators of one version of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Validators {
@@ -138,61 +140,6 @@ fn single_date(headers: &HeaderMap, name: HeaderName) -> Option<HttpDate> {
     HttpDate::from_str(value.to_str().ok()?.trim()).ok()
 }
 
-/// One member of an `If-Match` / `If-None-Match` list.
-#[derive(Debug, PartialEq, Eq)]
-enum Member<'a> {
-    Any,
-    /// `opaque` keeps its quotes so it compares directly with [`Validators::etag`].
-    Tag {
-        weak: bool,
-        opaque: &'a [u8],
-    },
-}
-
-/// Iterates the members of `1#entity-tag` / `*` (§8.8.3). Works on bytes because `etagc`
-/// allows obs-text, and cannot split on commas first because a comma is a valid `etagc`.
-/// Stops at the first malformed member.
-struct EntityTags<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> EntityTags<'a> {
-    fn new(value: &'a [u8]) -> Self {
-        Self { rest: value }
-    }
-}
-
-impl<'a> Iterator for EntityTags<'a> {
-    type Item = Member<'a>;
-
-    fn next(&mut self) -> Option<Member<'a>> {
-        let start = self
-            .rest
-            .iter()
-            .position(|b| !matches!(b, b' ' | b'\t' | b','))?;
-        let rest = &self.rest[start..];
-        if let Some(after) = rest.strip_prefix(b"*") {
-            self.rest = after;
-            return Some(Member::Any);
-        }
-        let (weak, tag) = match rest.strip_prefix(b"W/") {
-            Some(tag) => (true, tag),
-            None => (false, rest),
-        };
-        let close = match tag.strip_prefix(b"\"") {
-            Some(inner) => inner.iter().position(|&b| b == b'"'),
-            None => None,
-        };
-        let Some(close) = close else {
-            self.rest = &[];
-            return None;
-        };
-        let (opaque, after) = tag.split_at(close + 2);
-        self.rest = after;
-        Some(Member::Tag { weak, opaque })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,31 +168,6 @@ mod tests {
     const LM: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
     const BEFORE: &str = "Tue, 14 Nov 2023 22:13:19 GMT";
     const AFTER: &str = "Tue, 14 Nov 2023 22:13:21 GMT";
-
-    #[test]
-    fn entity_tag_lists_parse_with_commas_inside_quotes() {
-        let members: Vec<_> = EntityTags::new(br#" W/"a", "b,c" ,*,"d""#).collect();
-        assert_eq!(
-            members,
-            vec![
-                Member::Tag {
-                    weak: true,
-                    opaque: br#""a""#
-                },
-                Member::Tag {
-                    weak: false,
-                    opaque: br#""b,c""#
-                },
-                Member::Any,
-                Member::Tag {
-                    weak: false,
-                    opaque: br#""d""#
-                },
-            ]
-        );
-        assert_eq!(EntityTags::new(br#""a", bad, "c""#).count(), 1);
-        assert_eq!(EntityTags::new(br#""unterminated"#).count(), 0);
-    }
 
     #[test]
     fn if_none_match_compares_weakly_and_accepts_lists_and_star() {

@@ -9,14 +9,19 @@
 //! `http-range-header` (Range syntax) and `percent-encoding` (paths).
 //!
 //! # How a request flows (read the files in this order)
-//! 1. [`path`]: method check (GET/HEAD, else 405), route prefix stripped, path decoded; any
+//! 1. `path.rs`: method check (GET/HEAD, else 405), route prefix stripped, path decoded; any
 //!    `..`, NUL or invalid UTF-8 is a 400.
-//! 2. [`resolve`] (one trip to the blocking pool): canonicalise, contain symlinks, directory ->
+//! 2. `resolve.rs` (one trip to the blocking pool): canonicalise, contain symlinks, directory ->
 //!    301 to add `/` or its index file, open, `fstat` once.
-//! 3. [`conditional`]: validators (`ETag`, `Last-Modified`) and RFC 9110 §13.2.2 preconditions:
-//!    412 or 304.
-//! 4. [`range`]: `Range` (GET only) with `If-Range`: 206, 416, or the whole file.
-//! 5. [`body`]: the bytes, read whole up to 64 KiB or streamed in 64 KiB frames.
+//! 3. `conditional.rs` (with `etag.rs` for entity-tag lists): validators and RFC 9110 §13.2.2
+//!    preconditions: 412 or 304. The ETag is nginx's strong `"<mtime secs hex>-<size hex>"`: it
+//!    changes when the file's mtime or size changes.
+//! 4. `range.rs`: `Range` (GET only) with `If-Range`: 206, 416, or the whole file.
+//! 5. `body.rs`: the bytes, read whole up to 64 KiB or streamed in 64 KiB frames.
+//! 6. `response.rs`: `Content-Type` (by extension) and the body-less answers.
+//!
+//! Hidden files (`.well-known/`, but also `.env`) are served like any other file, as nginx does;
+//! keep secrets out of served directories.
 //!
 //! Failures that become a plain status page (400, 403, 404, 500) are `Err`; everything that is a
 //! protocol answer (304, 206, 412, 416, 405, 301) is an `Ok` response.
@@ -27,6 +32,7 @@
 
 mod body;
 mod conditional;
+mod etag;
 mod path;
 mod range;
 mod resolve;

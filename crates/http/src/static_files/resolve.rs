@@ -10,6 +10,10 @@
 //! swapped in between the check and the `open` is not caught (that needs `openat2` with
 //! `RESOLVE_BENEATH`): whoever can write into the root is trusted.
 //!
+//! Because the root is canonicalised at start-up, a root that is itself a symbolic link
+//! (`current -> releases/42`, the atomic-deploy pattern) keeps pointing at the release it had
+//! when the route was built: switching the link takes effect on reload, not per request.
+//!
 //! Only regular files and directories are served. The type is checked *before* opening because
 //! opening a FIFO blocks until a writer appears, which would pin a blocking thread per request;
 //! the authoritative metadata (length, mtime) is then read once from the opened handle so the
@@ -30,6 +34,7 @@ use super::path::RelPath;
 /// What a request path leads to.
 #[derive(Debug)]
 pub(crate) enum Target {
+    /// A regular file (the requested one, or a directory's index), opened.
     File(OpenFile),
     /// A directory requested without the trailing slash: redirect to add it, so relative links
     /// in its index resolve against the directory.

@@ -30,7 +30,10 @@ fn spawn_listening(args: &[&str]) -> (Child, SocketAddr) {
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
                 if let Some(addr) = line.split("listening on ").nth(1) {
-                    let addr = addr.trim().trim_start_matches("http://").trim_start_matches("https://");
+                    let addr = addr.split_whitespace().next().unwrap_or_default();
+                    let addr = addr
+                        .trim_start_matches("http://")
+                        .trim_start_matches("https://");
                     if let Ok(addr) = addr.parse::<SocketAddr>() {
                         let _ = tx.send(addr);
                     }
@@ -38,13 +41,18 @@ fn spawn_listening(args: &[&str]) -> (Child, SocketAddr) {
             }
         });
     }
-    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("sluice did not report its address");
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("sluice did not report its address");
     (child, addr)
 }
 
 /// Send SIGTERM and return whether the process exited successfully.
 fn terminate(mut child: Child) -> bool {
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -72,17 +80,33 @@ fn check_reports_every_mistake_with_line_and_column() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(stderr.matches("error:").count(), 3, "{stderr}");
-    assert!(stderr.contains("bad.toml:3:"), "duration error at line 3: {stderr}");
-    assert!(stderr.contains("bad.toml:6:1"), "unknown key at 6:1: {stderr}");
-    assert!(stderr.contains("`path`"), "hint for the misspelt key: {stderr}");
-    assert!(stderr.contains("bad.toml:7:"), "unknown upstream at line 7: {stderr}");
+    assert!(
+        stderr.contains("bad.toml:3:"),
+        "duration error at line 3: {stderr}"
+    );
+    assert!(
+        stderr.contains("bad.toml:6:1"),
+        "unknown key at 6:1: {stderr}"
+    );
+    assert!(
+        stderr.contains("`path`"),
+        "hint for the misspelt key: {stderr}"
+    );
+    assert!(
+        stderr.contains("bad.toml:7:"),
+        "unknown upstream at line 7: {stderr}"
+    );
 }
 
 #[test]
 fn check_accepts_the_reference_config() {
     let reference = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sluice.toml");
     let out = sluice().arg("check").arg(reference).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
 }
 
@@ -98,7 +122,10 @@ fn cert_writes_a_ca_and_a_certificate() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("curl --cacert"), "{stdout}");
     for file in ["ca.pem", "cert.pem", "key.pem"] {
-        assert!(temp.path().join("certs").join(file).exists(), "{file} missing");
+        assert!(
+            temp.path().join("certs").join(file).exists(),
+            "{file} missing"
+        );
     }
 }
 
@@ -116,9 +143,17 @@ async fn file_server_serves_and_exits_cleanly_on_sigterm() {
         "--workers",
         "1",
     ]);
-    let resp = sluice_testkit::client(sluice_testkit::Offer::Http1).get(format!("http://{addr}/")).send().await.unwrap();
+    let resp = sluice_testkit::client(sluice_testkit::Offer::Http1)
+        .get(format!("http://{addr}/"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.text().await.unwrap(), "<p>quick</p>");
-    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]
@@ -141,16 +176,28 @@ async fn file_server_with_self_signed_tls_speaks_h2() {
         .unwrap();
     assert_eq!(resp.version(), http::Version::HTTP_2);
     assert_eq!(resp.text().await.unwrap(), "tls");
-    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]
 async fn origin_command_serves_the_demo_apis() {
     let (child, addr) = spawn_listening(&["origin", "--listen", "127.0.0.1:0", "--name", "left"]);
-    let resp = sluice_testkit::client(sluice_testkit::Offer::Http1).get(format!("http://{addr}/hello")).send().await.unwrap();
+    let resp = sluice_testkit::client(sluice_testkit::Offer::Http1)
+        .get(format!("http://{addr}/hello"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.headers()["x-origin"], "left");
     assert_eq!(resp.text().await.unwrap(), "Hello World!".repeat(10));
-    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]
@@ -163,9 +210,17 @@ async fn serve_runs_a_config_with_one_worker() {
     )
     .unwrap();
     let (child, addr) = spawn_listening(&["serve", "-c", config.to_str().unwrap()]);
-    let resp = sluice_testkit::client(sluice_testkit::Offer::Http2).get(format!("http://{addr}/")).send().await.unwrap();
+    let resp = sluice_testkit::client(sluice_testkit::Offer::Http2)
+        .get(format!("http://{addr}/"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.text().await.unwrap(), "one worker");
-    assert!(tokio::task::spawn_blocking(move || terminate(child)).await.unwrap());
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
 }
 
 #[test]
@@ -173,7 +228,11 @@ fn serve_with_a_bad_config_says_what_is_wrong() {
     let temp = tempfile::tempdir().unwrap();
     let config = temp.path().join("sluice.toml");
     std::fs::write(&config, "[[listeners]]\naddres = \"127.0.0.1:0\"\n").unwrap();
-    let out = sluice().args(["serve", "-c"]).arg(&config).output().unwrap();
+    let out = sluice()
+        .args(["serve", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("sluice.toml:2:1"), "{stderr}");

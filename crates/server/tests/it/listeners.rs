@@ -28,21 +28,39 @@ async fn http1_keeps_the_connection_alive_for_several_requests() {
 #[tokio::test]
 async fn h2c_prior_knowledge_works_on_the_cleartext_port() {
     let server = start_toml(HELLO).await;
-    let resp = client(Offer::Http2).get(format!("http://{}/", server.addr("both"))).send().await.unwrap();
+    let resp = client(Offer::Http2)
+        .get(format!("http://{}/", server.addr("both")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.version(), http::Version::HTTP_2);
     assert_eq!(resp.headers()["server"], "sluice");
     assert_eq!(resp.text().await.unwrap(), "hello\n");
 
-    let h1 = client(Offer::Http1).get(format!("http://{}/", server.addr("both"))).send().await.unwrap();
+    let h1 = client(Offer::Http1)
+        .get(format!("http://{}/", server.addr("both")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(h1.version(), http::Version::HTTP_11);
 }
 
 #[tokio::test]
 async fn an_http1_only_port_refuses_h2c() {
     let server = start_toml(HELLO).await;
-    let result = client(Offer::Http2).get(format!("http://{}/", server.addr("h1"))).send().await;
-    assert!(result.is_err(), "h2c must not be spoken on an http/1.1-only listener");
-    let ok = client(Offer::Http1).get(format!("http://{}/", server.addr("h1"))).send().await.unwrap();
+    let result = client(Offer::Http2)
+        .get(format!("http://{}/", server.addr("h1")))
+        .send()
+        .await;
+    assert!(
+        result.is_err(),
+        "h2c must not be spoken on an http/1.1-only listener"
+    );
+    let ok = client(Offer::Http1)
+        .get(format!("http://{}/", server.addr("h1")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
 }
 
@@ -50,6 +68,14 @@ async fn an_http1_only_port_refuses_h2c() {
 async fn curl_http2_prior_knowledge_on_cleartext() {
     let server = start_toml(HELLO).await;
     let url = format!("http://{}/", server.addr("both"));
-    let out = crate::curl(&["--http2-prior-knowledge", "-w", "%{http_version}", "-o", "/dev/null", &url]);
+    let out = crate::curl(&[
+        "--http2-prior-knowledge",
+        "-w",
+        "%{http_version}",
+        "-o",
+        "/dev/null",
+        &url,
+    ])
+    .await;
     assert_eq!(out, "2");
 }

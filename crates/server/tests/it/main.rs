@@ -1,6 +1,11 @@
 //! sluice's integration tests: real sockets on 127.0.0.1 port 0, real TLS, real clients
 //! (reqwest, curl, raw TCP for what no well-behaved client sends).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod cli;
 mod lifecycle;
@@ -39,12 +44,24 @@ pub async fn static_server(dir: &Path) -> sluice_testkit::TestServer {
 }
 
 /// Run curl with `args`, returning stdout. curl is a test requirement (.ci/run installs it).
-pub fn curl(args: &[&str]) -> String {
+/// Runs on the blocking pool so the in-process server on the test's runtime keeps serving.
+pub async fn curl(args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || curl_blocking(&args))
+        .await
+        .unwrap()
+}
+
+fn curl_blocking(args: &[String]) -> String {
     let out = std::process::Command::new("curl")
         .args(["--silent", "--show-error", "--max-time", "20"])
         .args(args)
         .output()
         .expect("curl is required by the tests: apt-get install curl");
-    assert!(out.status.success(), "curl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "curl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }

@@ -44,7 +44,12 @@ name = "fallback"
 respond = { status = 404, body = "nothing here" }
 "#;
 
-async fn get(server: &sluice_testkit::TestServer, listener: &str, host: &str, path: &str) -> (u16, String, http::HeaderMap) {
+async fn get(
+    server: &sluice_testkit::TestServer,
+    listener: &str,
+    host: &str,
+    path: &str,
+) -> (u16, String, http::HeaderMap) {
     let resp = client(Offer::Http1)
         .get(format!("http://{}{path}", server.addr(listener)))
         .header("host", host)
@@ -61,12 +66,21 @@ async fn first_matching_route_wins() {
     let server = start_toml(ROUTES).await;
     assert_eq!(get(&server, "admin", "a.test", "/exact").await.1, "admin");
     assert_eq!(get(&server, "main", "a.test", "/exact").await.1, "exact");
-    assert_eq!(get(&server, "main", "a.test", "/exact/more").await.1, "nothing here");
+    assert_eq!(
+        get(&server, "main", "a.test", "/exact/more").await.1,
+        "nothing here"
+    );
     let (status, body, headers) = get(&server, "main", "API.example.test:8080", "/v1/users").await;
     assert_eq!((status, body.as_str()), (201, "api"));
     assert_eq!(headers["x-test"], "yes");
-    assert_eq!(get(&server, "main", "api.example.test", "/v2/").await.1, "wildcard");
-    assert_eq!(get(&server, "main", "deep.sub.example.test", "/").await.1, "wildcard");
+    assert_eq!(
+        get(&server, "main", "api.example.test", "/v2/").await.1,
+        "wildcard"
+    );
+    assert_eq!(
+        get(&server, "main", "deep.sub.example.test", "/").await.1,
+        "wildcard"
+    );
     // `*.example.test` does not match the bare domain.
     assert_eq!(get(&server, "main", "example.test", "/").await.0, 404);
 }
@@ -79,9 +93,16 @@ async fn redirect_keeps_the_request_uri() {
         .no_proxy()
         .build()
         .unwrap();
-    let resp = no_follow.get(format!("http://{}/old/page?x=1", server.addr("main"))).send().await.unwrap();
+    let resp = no_follow
+        .get(format!("http://{}/old/page?x=1", server.addr("main")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 301);
-    assert_eq!(resp.headers()["location"], "https://new.example.test/old/page?x=1");
+    assert_eq!(
+        resp.headers()["location"],
+        "https://new.example.test/old/page?x=1"
+    );
 }
 
 #[tokio::test]
@@ -98,6 +119,10 @@ async fn no_route_is_a_404() {
         "#,
     )
     .await;
-    let resp = client(Offer::Http1).get(server.url("/other")).send().await.unwrap();
+    let resp = client(Offer::Http1)
+        .get(server.url("/other"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 404);
 }

@@ -17,7 +17,12 @@ async fn etag_then_if_none_match_gives_304() {
     let etag = first.headers()["etag"].clone();
     assert_eq!(first.text().await.unwrap(), "<h1>hi</h1>");
 
-    let again = http.get(server.url("/index.html")).header("if-none-match", etag.clone()).send().await.unwrap();
+    let again = http
+        .get(server.url("/index.html"))
+        .header("if-none-match", etag.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), 304);
     assert_eq!(again.headers()["etag"], etag);
     assert!(again.bytes().await.unwrap().is_empty());
@@ -31,15 +36,30 @@ async fn range_gives_206_with_the_bytes_asked_for() {
     let server = static_server(temp.path()).await;
     for offer in [Offer::Http1, Offer::Http2] {
         let http = client(offer);
-        let resp = http.get(server.url("/data.bin")).header("range", "bytes=0-9").send().await.unwrap();
+        let resp = http
+            .get(server.url("/data.bin"))
+            .header("range", "bytes=0-9")
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 206);
         assert_eq!(resp.headers()["content-range"], "bytes 0-9/200000");
         assert_eq!(resp.bytes().await.unwrap().as_ref(), &data[..10]);
 
-        let tail = http.get(server.url("/data.bin")).header("range", "bytes=150000-").send().await.unwrap();
+        let tail = http
+            .get(server.url("/data.bin"))
+            .header("range", "bytes=150000-")
+            .send()
+            .await
+            .unwrap();
         assert_eq!(tail.bytes().await.unwrap().as_ref(), &data[150_000..]);
 
-        let beyond = http.get(server.url("/data.bin")).header("range", "bytes=300000-").send().await.unwrap();
+        let beyond = http
+            .get(server.url("/data.bin"))
+            .header("range", "bytes=300000-")
+            .send()
+            .await
+            .unwrap();
         assert_eq!(beyond.status(), 416);
         assert_eq!(beyond.headers()["content-range"], "bytes */200000");
 
@@ -62,14 +82,25 @@ async fn head_has_the_headers_of_get_and_no_body() {
     .await;
     let reply = String::from_utf8(reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
-    assert!(reply.to_ascii_lowercase().contains("content-length: 14\r\n"), "{reply}");
-    assert!(reply.ends_with("\r\n\r\n"), "HEAD must have no body: {reply:?}");
+    assert!(
+        reply
+            .to_ascii_lowercase()
+            .contains("content-length: 14\r\n"),
+        "{reply}"
+    );
+    assert!(
+        reply.ends_with("\r\n\r\n"),
+        "HEAD must have no body: {reply:?}"
+    );
 }
 
 #[tokio::test]
 async fn traversal_tricks_never_leave_the_root() {
     let temp = tempfile::tempdir().unwrap();
-    write_files(temp.path(), &[("public/ok.txt", b"fine"), ("secret.txt", b"TOP-SECRET")]);
+    write_files(
+        temp.path(),
+        &[("public/ok.txt", b"fine"), ("secret.txt", b"TOP-SECRET")],
+    );
     let server = static_server(temp.path()).await;
     let attempts = [
         "/../secret.txt",
@@ -84,23 +115,44 @@ async fn traversal_tricks_never_leave_the_root() {
     ];
     for path in attempts {
         let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        let reply = String::from_utf8_lossy(&raw_exchange(server.first_addr(), request.as_bytes(), 1 << 16).await).into_owned();
-        assert!(!reply.contains("TOP-SECRET"), "{path} leaked the secret: {reply}");
+        let reply = String::from_utf8_lossy(
+            &raw_exchange(server.first_addr(), request.as_bytes(), 1 << 16).await,
+        )
+        .into_owned();
+        assert!(
+            !reply.contains("TOP-SECRET"),
+            "{path} leaked the secret: {reply}"
+        );
         let status_ok = reply.starts_with("HTTP/1.1 400") || reply.starts_with("HTTP/1.1 404");
         assert!(status_ok, "{path}: expected 400 or 404, got {reply}");
     }
     // The server still serves normal requests afterwards.
-    let ok = client(Offer::Http1).get(server.url("/ok.txt")).send().await.unwrap();
+    let ok = client(Offer::Http1)
+        .get(server.url("/ok.txt"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.text().await.unwrap(), "fine");
 }
 
 #[tokio::test]
 async fn symlink_out_of_the_root_is_not_followed() {
     let temp = tempfile::tempdir().unwrap();
-    write_files(temp.path(), &[("secret.txt", b"TOP-SECRET"), ("public/in.txt", b"inside")]);
-    std::os::unix::fs::symlink(temp.path().join("secret.txt"), temp.path().join("public/link.txt")).unwrap();
+    write_files(
+        temp.path(),
+        &[("secret.txt", b"TOP-SECRET"), ("public/in.txt", b"inside")],
+    );
+    std::os::unix::fs::symlink(
+        temp.path().join("secret.txt"),
+        temp.path().join("public/link.txt"),
+    )
+    .unwrap();
     let server = static_server(temp.path()).await;
-    let resp = client(Offer::Http1).get(server.url("/link.txt")).send().await.unwrap();
+    let resp = client(Offer::Http1)
+        .get(server.url("/link.txt"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 404);
     assert!(!resp.text().await.unwrap().contains("TOP-SECRET"));
 }

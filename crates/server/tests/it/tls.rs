@@ -46,17 +46,30 @@ async fn curl_negotiates_h2_and_http1_by_alpn() {
     let server = start_toml(TLS).await;
     let both = format!("https://127.0.0.1:{}/", server.addr("h2").port());
     let h1only = format!("https://127.0.0.1:{}/", server.addr("h1").port());
-    let version = |args: &[&str]| crate::curl(&[&["-k", "-w", "%{http_version}", "-o", "/dev/null"], args].concat());
-    assert_eq!(version(&["--http2", &both]), "2");
-    assert_eq!(version(&["--http1.1", &both]), "1.1");
-    assert_eq!(version(&["--http2", &h1only]), "1.1");
+    let base = ["-k", "-w", "%{http_version}", "-o", "/dev/null"];
+    assert_eq!(
+        crate::curl(&[&base[..], &["--http2", &both]].concat()).await,
+        "2"
+    );
+    assert_eq!(
+        crate::curl(&[&base[..], &["--http1.1", &both]].concat()).await,
+        "1.1"
+    );
+    assert_eq!(
+        crate::curl(&[&base[..], &["--http2", &h1only]].concat()).await,
+        "1.1"
+    );
 }
 
 #[tokio::test]
 async fn sni_picks_the_certificate_for_the_requested_host() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path();
-    for (name, host) in [("default", "default.test"), ("api", "api.example.test"), ("wild", "x.wild.test")] {
+    for (name, host) in [
+        ("default", "default.test"),
+        ("api", "api.example.test"),
+        ("wild", "x.wild.test"),
+    ] {
         let cert = sluice::cert::generate(&[host.to_string()]).unwrap();
         sluice::cert::write_files(&cert, &dir.join(name)).unwrap();
     }
@@ -92,25 +105,36 @@ async fn sni_picks_the_certificate_for_the_requested_host() {
         let presented = peer_certificate(addr, sni).await;
         let pem = std::fs::read(dir.join(expected_dir).join("cert.pem")).unwrap();
         use rustls_pki_types::pem::PemObject;
-        let leaf = rustls_pki_types::CertificateDer::pem_slice_iter(&pem).next().unwrap().unwrap();
-        assert_eq!(presented, leaf.as_ref(), "SNI {sni} should get the {expected_dir} certificate");
+        let leaf = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            presented,
+            leaf.as_ref(),
+            "SNI {sni} should get the {expected_dir} certificate"
+        );
     }
 }
 
 /// The leaf certificate the server presents for `sni`.
 async fn peer_certificate(addr: std::net::SocketAddr, sni: &str) -> Vec<u8> {
     let _ = sluice_testkit::tls_client(Offer::Both); // installs the crypto provider
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(NoVerify))
-        .with_no_client_auth();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .dangerous()
+    .with_custom_certificate_verifier(Arc::new(NoVerify))
+    .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from(sni.to_string()).unwrap();
     let tls = connector.connect(name, tcp).await.unwrap();
-    tls.get_ref().1.peer_certificates().unwrap()[0].as_ref().to_vec()
+    tls.get_ref().1.peer_certificates().unwrap()[0]
+        .as_ref()
+        .to_vec()
 }
 
 #[derive(Debug)]
@@ -144,6 +168,8 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
         Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
     }
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        rustls::crypto::ring::default_provider().signature_verification_algorithms.supported_schemes()
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

@@ -1,0 +1,235 @@
+//! A route's action: exactly one of `static`, `respond`, `redirect` or `proxy`. Every action
+//! present is validated (so its own mistakes are reported too) before "none" or "more than one"
+//! is reported.
+
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
+
+use super::Cx;
+use super::files::Kind;
+use super::routes::quoted_list;
+use crate::model::{Action, FixedResponse, Proxy, Redirect, StaticFiles};
+use crate::path::{KeyPath, TomlKey};
+use crate::raw::{OneOrMany, RawProxy, RawRedirect, RawRespond, RawRoute, RawStatic};
+use crate::schema::closest;
+
+const ACTIONS: [&str; 4] = ["static", "respond", "redirect", "proxy"];
+
+pub(super) fn action(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    raw: &RawRoute,
+    upstreams: &[String],
+) -> Option<Action> {
+    let mut actions: Vec<(&str, Option<Action>)> = Vec::new();
+    if let Some(s) = &raw.static_files {
+        actions.push(("static", static_files(cx, &path.key("static"), s)));
+    }
+    if let Some(r) = &raw.respond {
+        actions.push(("respond", respond(cx, &path.key("respond"), r)));
+    }
+    if let Some(r) = &raw.redirect {
+        actions.push(("redirect", redirect(cx, &path.key("redirect"), r)));
+    }
+    if let Some(p) = &raw.proxy {
+        actions.push(("proxy", proxy(cx, &path.key("proxy"), p, upstreams)));
+    }
+    match actions.as_slice() {
+        [] => {
+            if !cx.r.misspelt(path, &ACTIONS) {
+                let hint = "add one of `static`, `respond`, `redirect` or `proxy`, e.g. respond = { status = 204 }";
+                cx.r.error(path, None, "this route has no action", Some(hint.into()));
+            }
+            None
+        }
+        [(_, action)] => action.clone(),
+        [(first, _), (second, _), ..] => {
+            let names: Vec<String> = actions.iter().map(|(n, _)| format!("`{n}`")).collect();
+            let message = format!(
+                "a route has exactly one action; this one has {}",
+                names.join(" and ")
+            );
+            let hint = format!(
+                "keep `{first}` or `{second}`, or split it into routes with different hosts or paths"
+            );
+            cx.r.error(&path.key(second), None, message, Some(hint));
+            None
+        }
+    }
+}
+
+fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Action> {
+    let root = match &raw.root {
+        Some(root) => cx.existing(&path.key("root"), root, "static root", Kind::Dir),
+        None => {
+            cx.r.missing(
+                path,
+                "root",
+                Some(r#"e.g. root = "public", the directory to serve"#.into()),
+            );
+            None
+        }
+    };
+    // Checked even when the root is bad, so that its mistakes show up in the same round.
+    let mut index = StaticFiles::new(std::path::PathBuf::new()).index; // the model's default
+    if let Some(value) = &raw.index {
+        index = Vec::new();
+        for item in OneOrMany::items(value) {
+            let name = item.get_ref();
+            if name.is_empty() || name.contains(['/', '\\']) || name == "." || name == ".." {
+                let message = format!("invalid index file name `{name}`");
+                let hint =
+                    Some(r#"a file name inside the requested directory, e.g. "index.html""#.into());
+                cx.r.error(&path.key("index"), Some(item.span()), message, hint);
+            }
+            index.push(name.clone());
+        }
+    }
+    Some(Action::Static(StaticFiles {
+        root: root?,
+        index,
+        strip_prefix: raw.strip_prefix.unwrap_or(false),
+        follow_symlinks_outside_root: raw.follow_symlinks_outside_root.unwrap_or(false),
+    }))
+}
+
+fn respond(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRespond) -> Option<Action> {
+    // 1xx statuses are interim: a response cannot end with one.
+    let allowed: (&dyn Fn(u16) -> bool, &str) =
+        (&|n| (200..=599).contains(&n), "a status from 200 to 599");
+    let status = cx.status(
+        &path.key("status"),
+        raw.status.as_ref(),
+        StatusCode::OK,
+        allowed,
+    );
+    let body = raw.body.clone().unwrap_or_default();
+    if !body.is_empty() && (status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
+    {
+        let message = format!("a {} response has no body", status.as_u16());
+        let hint = Some("remove `body`, or use another status such as 200".into());
+        cx.r.error(&path.key("body"), None, message, hint);
+    }
+    let mut headers = HeaderMap::new();
+    for (name, value) in &raw.headers {
+        let key = path.key("headers").key(name);
+        let header_name = HeaderName::from_bytes(name.as_bytes());
+        if header_name.is_err() {
+            let hint =
+                Some("header names are letters, digits and `-`, e.g. \"content-type\"".into());
+            cx.r.key_error(&key, format!("invalid header name {}", TomlKey(name)), hint);
+        }
+        let header_value = HeaderValue::from_str(value.get_ref());
+        if header_value.is_err() {
+            let hint = Some("use visible ASCII characters, without line breaks".into());
+            cx.r.error(
+                &key,
+                Some(value.span()),
+                format!("invalid value for header `{name}`"),
+                hint,
+            );
+        }
+        if let (Ok(name), Ok(value)) = (header_name, header_value) {
+            headers.append(name, value);
+        }
+    }
+    Some(Action::Respond(FixedResponse {
+        status,
+        headers,
+        body: body.into(),
+    }))
+}
+
+/// The placeholders a redirect target may use; see [`Redirect`].
+const PLACEHOLDERS: [&str; 3] = ["uri", "path", "host"];
+
+fn redirect(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRedirect) -> Option<Action> {
+    let allowed: (&dyn Fn(u16) -> bool, &str) = (
+        &|n| matches!(n, 301 | 302 | 303 | 307 | 308),
+        "301, 302, 303, 307 or 308",
+    );
+    let status = cx.status(
+        &path.key("status"),
+        raw.status.as_ref(),
+        StatusCode::FOUND,
+        allowed,
+    );
+    let Some(to) = &raw.to else {
+        cx.r.missing(
+            path,
+            "to",
+            Some(r#"e.g. to = "https://example.com{uri}""#.into()),
+        );
+        return None;
+    };
+    let target = cx.non_empty(&path.key("to"), to, "a redirect target")?;
+    for word in placeholders(&target) {
+        if !PLACEHOLDERS.contains(&word) {
+            let hint = match closest(word, PLACEHOLDERS) {
+                Some(best) => format!("did you mean `{{{best}}}`?"),
+                None => "the placeholders are {uri}, {path} and {host}".into(),
+            };
+            cx.r.error(
+                &path.key("to"),
+                Some(to.span()),
+                format!("unknown placeholder `{{{word}}}`"),
+                Some(hint),
+            );
+        }
+    }
+    Some(Action::Redirect(Redirect { to: target, status }))
+}
+
+/// The words between `{` and `}` that look like placeholders (braces around anything else are
+/// left alone: they may be part of a URL).
+fn placeholders(text: &str) -> impl Iterator<Item = &str> {
+    text.split('{').skip(1).filter_map(|rest| {
+        let (word, _) = rest.split_once('}')?;
+        let plausible =
+            !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        plausible.then_some(word)
+    })
+}
+
+fn proxy(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawProxy, upstreams: &[String]) -> Option<Action> {
+    let Some(upstream) = &raw.upstream else {
+        cx.r.missing(
+            path,
+            "upstream",
+            Some(r#"e.g. upstream = "api", naming an [upstreams.api] table"#.into()),
+        );
+        return None;
+    };
+    let name = upstream.get_ref();
+    if upstreams.contains(name) {
+        return Some(Action::Proxy(Proxy {
+            upstream: name.clone(),
+        }));
+    }
+    let hint = match closest(name, upstreams.iter().map(String::as_str)) {
+        Some(best) => format!("did you mean `{best}`?"),
+        None if upstreams.is_empty() => format!(
+            "define it: [upstreams.{}] with servers = [...]",
+            TomlKey(name)
+        ),
+        None => format!("defined upstreams: {}", quoted_list(upstreams)),
+    };
+    cx.r.error(
+        &path.key("upstream"),
+        Some(upstream.span()),
+        format!("unknown upstream `{name}`"),
+        Some(hint),
+    );
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_placeholder_words_only() {
+        let found: Vec<&str> = placeholders("https://x{uri}?a={b}&c={}&d={not a word}").collect();
+        assert_eq!(found, ["uri", "b"]);
+    }
+}

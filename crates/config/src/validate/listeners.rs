@@ -1,0 +1,238 @@
+//! `[[listeners]]`: addresses, protocols, limits and TLS, then the checks across listeners
+//! (unique names and addresses, at least one listener).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::Cx;
+use super::address::parse_listen_address;
+use crate::model::{Listener, ListenerLimits, Protocols};
+use crate::path::KeyPath;
+use crate::raw::{OneOrMany, RawListener, Scalar};
+
+/// hyper refuses an HTTP/1 read buffer smaller than this, and a header block must fit in it.
+const MIN_HEADER_SIZE: u64 = 8 * 1024;
+
+/// The valid listeners, and the names of all of them (valid or not) for routes to refer to.
+pub(super) fn listeners(cx: &mut Cx<'_>, raw: Vec<RawListener>) -> (Vec<Listener>, Vec<String>) {
+    let root = KeyPath::root().key("listeners");
+    if raw.is_empty() {
+        let hint = r#"add a [[listeners]] table, e.g. address = "127.0.0.1:8080""#;
+        let message = "no listeners: sluice would accept no connections";
+        cx.r.error(&root, None, message, Some(hint.into()));
+    }
+    let mut valid = Vec::new();
+    let mut identities = Vec::new();
+    for (i, raw) in raw.iter().enumerate() {
+        let path = root.index(i);
+        let address = address(cx, &path, raw);
+        let name = name(cx, &path, raw);
+        let protocols = protocols(cx, &path, raw);
+        let limits = limits(cx, &path, raw);
+        let tls = super::tls::tls(cx, &path.key("tls"), raw.tls.as_ref());
+        if let Some(address) = address {
+            let name = name.clone();
+            valid.push(Listener {
+                name,
+                address,
+                protocols,
+                tls,
+                limits,
+            });
+        }
+        identities.push(Identity { name, raw, address });
+    }
+    report_duplicates(cx, &root, &identities);
+    (valid, identities.into_iter().map(|id| id.name).collect())
+}
+
+/// What must be unique about a listener.
+struct Identity<'a> {
+    name: String,
+    raw: &'a RawListener,
+    address: Option<SocketAddr>,
+}
+
+/// Each later listener reusing an address or a name is reported, pointing at the first.
+fn report_duplicates(cx: &mut Cx<'_>, root: &KeyPath, identities: &[Identity<'_>]) {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut addresses: HashMap<SocketAddr, usize> = HashMap::new();
+    for (i, id) in identities.iter().enumerate() {
+        let path = root.index(i);
+        let mut reported = false;
+        // Port 0 asks the OS for a fresh port each time, so those never clash.
+        if let (Some(address), Some(value)) = (id.address, &id.raw.address)
+            && address.port() != 0
+            && let Some(&first) = addresses.get(&address)
+        {
+            let hint = format!(
+                "listeners[{first}] already listens there; each listener needs its own address"
+            );
+            let message = format!("address {address} is used by two listeners");
+            cx.r.error(
+                &path.key("address"),
+                Some(value.span()),
+                message,
+                Some(hint),
+            );
+            reported = true;
+        }
+        if let Some(address) = id.address {
+            addresses.entry(address).or_insert(i);
+        }
+        if id.name.is_empty() {
+            continue;
+        }
+        // A defaulted name is the address: a duplicate one was just reported as such.
+        if let Some(&first) = names.get(id.name.as_str()).filter(|_| !reported) {
+            let span = id.raw.name.as_ref().map(|n| n.span());
+            let hint = format!("listeners[{first}] is already called that; names must be unique");
+            let message = format!("listener name `{}` is used twice", id.name);
+            cx.r.error(&path.key("name"), span, message, Some(hint));
+        }
+        names.entry(id.name.as_str()).or_insert(i);
+    }
+}
+
+fn address(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> Option<SocketAddr> {
+    let Some(value) = &raw.address else {
+        cx.r.missing(
+            path,
+            "address",
+            Some(r#"e.g. address = "127.0.0.1:8080""#.into()),
+        );
+        return None;
+    };
+    let result = match value.get_ref() {
+        Scalar::Str(text) => parse_listen_address(text),
+        Scalar::Int(port) => Err((
+            format!("expected an address string, found integer `{port}`"),
+            Some(format!(
+                r#"write "127.0.0.1:{port}" (this machine) or "0.0.0.0:{port}" (all interfaces)"#
+            )),
+        )),
+        other => Err((
+            format!("expected an address string, found {}", other.describe()),
+            None,
+        )),
+    };
+    result
+        .map_err(|(message, hint)| {
+            cx.r.error(&path.key("address"), Some(value.span()), message, hint)
+        })
+        .ok()
+}
+
+/// The explicit name, or the address as written.
+fn name(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> String {
+    if let Some(name) = &raw.name {
+        return cx
+            .non_empty(&path.key("name"), name, "a listener name")
+            .unwrap_or_default();
+    }
+    match raw.address.as_ref().map(|a| a.get_ref()) {
+        Some(Scalar::Str(text)) => text.trim().to_owned(),
+        Some(other) => other.describe(),
+        None => String::new(),
+    }
+}
+
+fn protocols(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> Protocols {
+    let Some(value) = &raw.protocols else {
+        return Protocols::default();
+    };
+    let path = path.key("protocols");
+    let items = OneOrMany::items(value);
+    if items.is_empty() {
+        let hint = r#"write ["http/1.1", "h2"], or leave `protocols` out for both"#;
+        cx.r.error(
+            &path,
+            Some(value.span()),
+            "a listener needs at least one protocol",
+            Some(hint.into()),
+        );
+    }
+    let mut protocols = Protocols {
+        http1: false,
+        http2: false,
+    };
+    for item in &items {
+        match item.get_ref().as_str() {
+            "http/1.1" => protocols.http1 = true,
+            "h2" => protocols.http2 = true,
+            other => {
+                let message = format!("unknown protocol `{other}`");
+                cx.r.error(
+                    &path,
+                    Some(item.span()),
+                    message,
+                    Some(protocol_hint(other)),
+                );
+            }
+        }
+    }
+    protocols
+}
+
+/// The usual other spellings of the two protocol names (their ALPN ids are the canonical ones).
+fn protocol_hint(other: &str) -> String {
+    let lower = other.to_ascii_lowercase();
+    match lower.as_str() {
+        "h2c" => {
+            r#"write "h2": without TLS it is served as h2c (HTTP/2 by prior knowledge)"#.into()
+        }
+        "http/2" | "http2" | "http/2.0" | "h2" => r#"write "h2""#.into(),
+        "h1" | "http1" | "http/1" | "http1.1" | "http/1.1" | "http/1.0" | "http1.0" => {
+            r#"write "http/1.1""#.into()
+        }
+        "h3" | "http/3" | "http3" => "HTTP/3 is not supported; use \"http/1.1\" and \"h2\"".into(),
+        _ => r#"the protocols are "http/1.1" and "h2""#.into(),
+    }
+}
+
+fn limits(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> ListenerLimits {
+    let d = ListenerLimits::default();
+    let mut timeout = |key: &str, value: Option<&toml::Spanned<Scalar>>, default: Duration| {
+        cx.duration(&path.key(key), value, default, false)
+    };
+    let header_read_timeout = timeout(
+        "header_read_timeout",
+        raw.header_read_timeout.as_ref(),
+        d.header_read_timeout,
+    );
+    let idle_timeout = timeout("idle_timeout", raw.idle_timeout.as_ref(), d.idle_timeout);
+    let tls_handshake_timeout = timeout(
+        "tls_handshake_timeout",
+        raw.tls_handshake_timeout.as_ref(),
+        d.tls_handshake_timeout,
+    );
+    let max_header_size = cx.size(
+        &path.key("max_header_size"),
+        raw.max_header_size.as_ref(),
+        d.max_header_size as u64,
+        MIN_HEADER_SIZE,
+    );
+    let max_headers = cx.count(
+        &path.key("max_headers"),
+        raw.max_headers.as_ref(),
+        d.max_headers as u64,
+        (1, 10_000),
+        None,
+    );
+    let max_concurrent_streams = cx.count(
+        &path.key("max_concurrent_streams"),
+        raw.max_concurrent_streams.as_ref(),
+        u64::from(d.max_concurrent_streams),
+        (1, u64::from(u32::MAX)),
+        None,
+    );
+    ListenerLimits {
+        header_read_timeout,
+        idle_timeout,
+        max_header_size: usize::try_from(max_header_size).unwrap_or(usize::MAX),
+        max_headers: usize::try_from(max_headers).unwrap_or(usize::MAX),
+        max_concurrent_streams: u32::try_from(max_concurrent_streams).unwrap_or(u32::MAX),
+        tls_handshake_timeout,
+    }
+}

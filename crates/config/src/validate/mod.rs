@@ -1,0 +1,49 @@
+//! Validation: raw configuration in, typed [`Config`] out, every problem reported.
+//!
+//! Each part of the file has its own module; each validates what it can and reports the rest into
+//! the shared [`Reporter`], returning a default or `None` where a value was bad, so that checking
+//! goes on. A [`Config`] is only built when nothing was reported, so the defaults never escape.
+//! Cross-references (a route's listeners and upstream) are checked against the *names* found in
+//! the file, valid or not, so one mistake is not reported again at every use.
+
+mod actions;
+mod address;
+mod files;
+mod hosts;
+mod listeners;
+mod routes;
+mod server;
+mod tls;
+mod upstreams;
+mod values;
+
+use std::path::PathBuf;
+
+use crate::model::Config;
+use crate::raw::RawConfig;
+use crate::report::Reporter;
+
+/// What every validation step needs: where to report, and where relative paths start.
+pub(crate) struct Cx<'a> {
+    pub r: &'a mut Reporter,
+    /// The config file's directory as given (possibly relative, possibly empty for the current
+    /// directory); shown in hints so that they match what the user typed.
+    pub base: PathBuf,
+}
+
+/// Validates the whole file. `None` when anything was reported, before or during validation.
+pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
+    let server = server::server(cx, raw.server);
+    let log = server::log(cx, raw.log);
+    let (listeners, listener_names) = listeners::listeners(cx, raw.listeners);
+    let upstream_names: Vec<String> = raw.upstreams.keys().cloned().collect();
+    let upstreams = upstreams::upstreams(cx, raw.upstreams);
+    let routes = routes::routes(cx, raw.routes, &listener_names, &upstream_names);
+    cx.r.is_empty().then_some(Config {
+        server,
+        log,
+        listeners,
+        routes,
+        upstreams,
+    })
+}

@@ -1,0 +1,158 @@
+//! `[[routes]]`: what a route matches (hosts, path, listeners) and the checks across routes.
+//! Its action is in [`super::actions`].
+
+use std::collections::HashMap;
+
+use super::Cx;
+use crate::model::{PathMatch, Route};
+use crate::path::KeyPath;
+use crate::raw::{OneOrMany, RawRoute};
+use crate::schema::closest;
+
+/// The valid routes, in file order. `listeners` and `upstreams` are every name defined in the
+/// file, so a reference to a listener that is itself invalid is not reported twice.
+pub(super) fn routes(
+    cx: &mut Cx<'_>,
+    raw: Vec<RawRoute>,
+    listeners: &[String],
+    upstreams: &[String],
+) -> Vec<Route> {
+    let root = KeyPath::root().key("routes");
+    let mut valid = Vec::new();
+    let mut seen_names: HashMap<String, usize> = HashMap::new();
+    for (i, raw) in raw.iter().enumerate() {
+        let path = root.index(i);
+        let name = match &raw.name {
+            Some(name) => cx
+                .non_empty(&path.key("name"), name, "a route name")
+                .unwrap_or_default(),
+            None => format!("route {}", i + 1),
+        };
+        if let Some(&first) = seen_names.get(&name) {
+            let span = raw.name.as_ref().map(|n| n.span());
+            let hint = format!(
+                "routes[{first}] is already called that; names must be unique (logs and metrics use them)"
+            );
+            cx.r.error(
+                &path.key("name"),
+                span,
+                format!("route name `{name}` is used twice"),
+                Some(hint),
+            );
+        } else {
+            seen_names.insert(name.clone(), i);
+        }
+        let hosts = match &raw.host {
+            Some(host) => cx.host_patterns(&path.key("host"), host),
+            None => Vec::new(),
+        };
+        let path_match = path_match(cx, &path, raw);
+        let route_listeners = route_listeners(cx, &path, raw, listeners);
+        let action = super::actions::action(cx, &path, raw, upstreams);
+        if let (Some(path_match), Some(action)) = (path_match, action) {
+            valid.push(Route {
+                name,
+                hosts,
+                path: path_match,
+                listeners: route_listeners,
+                action,
+            });
+        }
+    }
+    valid
+}
+
+fn path_match(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRoute) -> Option<PathMatch> {
+    let (value, key, exact) = match (&raw.path, &raw.path_prefix) {
+        (Some(_), Some(prefix)) => {
+            let hint =
+                "`path` matches one path exactly, `path_prefix` every path below it: keep one";
+            let message = "`path` and `path_prefix` cannot be used together";
+            cx.r.error(
+                &path.key("path_prefix"),
+                Some(prefix.span()),
+                message,
+                Some(hint.into()),
+            );
+            return None;
+        }
+        (Some(exact), None) => (exact, "path", true),
+        (None, Some(prefix)) => (prefix, "path_prefix", false),
+        (None, None) => return Some(PathMatch::Prefix("/".into())),
+    };
+    let text = value.get_ref();
+    let start = format!("`{key}` must start with `/`, found `{text}`");
+    let problem = if text.contains("://") {
+        Some((
+            start,
+            "write only the path of the URL; match the host with `host`".to_owned(),
+        ))
+    } else if !text.starts_with('/') {
+        Some((start, format!(r#"write "/{text}""#)))
+    } else {
+        text.strip_suffix('*').map(|stem| {
+            let hint = format!(r#"path_prefix = "{stem}" matches every path below it"#);
+            (format!("`{key}` has no wildcards, found `{text}`"), hint)
+        })
+    };
+    if let Some((message, hint)) = problem {
+        cx.r.error(&path.key(key), Some(value.span()), message, Some(hint));
+        return None;
+    }
+    Some(if exact {
+        PathMatch::Exact(text.clone())
+    } else {
+        PathMatch::Prefix(text.clone())
+    })
+}
+
+fn route_listeners(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    raw: &RawRoute,
+    defined: &[String],
+) -> Vec<String> {
+    let Some(value) = &raw.listeners else {
+        return Vec::new();
+    };
+    let key = path.key("listeners");
+    let items = OneOrMany::items(value);
+    if items.is_empty() {
+        let hint = "name at least one listener, or leave `listeners` out to use all of them";
+        cx.r.error(
+            &key,
+            Some(value.span()),
+            "the listener list is empty",
+            Some(hint.into()),
+        );
+    }
+    let mut names = Vec::new();
+    for item in items {
+        let name = item.get_ref();
+        if defined.contains(name) {
+            names.push(name.clone());
+            continue;
+        }
+        let hint = match closest(name, defined.iter().map(String::as_str)) {
+            Some(best) => format!("did you mean `{best}`?"),
+            None if defined.is_empty() => "no listener is defined".into(),
+            None => format!("defined listeners: {}", quoted_list(defined)),
+        };
+        cx.r.error(
+            &key,
+            Some(item.span()),
+            format!("unknown listener `{name}`"),
+            Some(hint),
+        );
+    }
+    names
+}
+
+/// `` `a`, `b` `` for hints listing names.
+pub(super) fn quoted_list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
