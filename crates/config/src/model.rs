@@ -20,6 +20,14 @@ pub struct Config {
     /// Routes in file order; the first that matches a request wins.
     pub routes: Vec<Route>,
     pub upstreams: Vec<Upstream>,
+    /// The admin listener (`/metrics`); `None` when not configured.
+    pub admin: Option<Admin>,
+}
+
+/// The admin listener (`[admin]`): Prometheus metrics at `/metrics`. Keep it on a private address.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub address: SocketAddr,
 }
 
 /// Process-wide settings (`[server]`).
@@ -287,6 +295,48 @@ pub struct Redirect {
 pub struct Proxy {
     /// Name of an entry in [`Config::upstreams`].
     pub upstream: String,
+    /// What `Host` the upstream sees.
+    pub host: HostHeader,
+    /// Edits to the request before it is forwarded (after hop-by-hop removal and X-Forwarded-*).
+    pub request_headers: HeaderEdits,
+    /// Edits to the upstream's response before it is sent downstream.
+    pub response_headers: HeaderEdits,
+}
+
+impl Proxy {
+    /// Forward to `upstream` with the client's `Host` and no header edits.
+    pub fn to(upstream: impl Into<String>) -> Self {
+        Self {
+            upstream: upstream.into(),
+            host: HostHeader::Pass,
+            request_headers: HeaderEdits::default(),
+            response_headers: HeaderEdits::default(),
+        }
+    }
+}
+
+/// The `Host` header sent upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostHeader {
+    /// The client's own `Host` (nginx `proxy_set_header Host $host`); the default.
+    Pass,
+    /// The upstream server's address (`host:port`; `localhost` for unix sockets).
+    Upstream,
+    /// A fixed value.
+    Set(http::HeaderValue),
+}
+
+/// Header edits: `remove` first, then `set` (replacing any existing values).
+#[derive(Debug, Clone, Default)]
+pub struct HeaderEdits {
+    pub set: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub remove: Vec<http::HeaderName>,
+}
+
+impl HeaderEdits {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
 }
 
 /// A group of servers a proxy route forwards to (`[upstreams.NAME]`).
@@ -294,6 +344,138 @@ pub struct Proxy {
 pub struct Upstream {
     pub name: String,
     pub servers: Vec<UpstreamServer>,
+    pub policy: BalancePolicy,
+    pub keepalive: Keepalive,
+    pub timeouts: UpstreamTimeouts,
+    pub retry: Retry,
+    /// Active HTTP health checks; `None` means passive checks only.
+    pub health_check: Option<HealthCheck>,
+    /// Speak HTTP/2 (prior knowledge) to the servers instead of HTTP/1.1.
+    pub http2: bool,
+}
+
+impl Upstream {
+    /// A group with default settings.
+    pub fn new(name: impl Into<String>, servers: Vec<UpstreamServer>) -> Self {
+        Self {
+            name: name.into(),
+            servers,
+            policy: BalancePolicy::default(),
+            keepalive: Keepalive::default(),
+            timeouts: UpstreamTimeouts::default(),
+            retry: Retry::default(),
+            health_check: None,
+            http2: false,
+        }
+    }
+}
+
+/// How a group picks a server for a request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BalancePolicy {
+    /// Smooth weighted round robin (nginx's algorithm); plain round robin when weights are equal.
+    #[default]
+    RoundRobin,
+    /// Fewest in-flight requests (ties broken by weight, then round robin).
+    LeastConnections,
+    /// Two random servers, the one with fewer in-flight requests wins.
+    PowerOfTwoChoices,
+    /// Consistent hash of a request key: the same key goes to the same server while it is up.
+    Hash(HashKey),
+}
+
+/// What the hash policy hashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    ClientIp,
+    /// The path and query.
+    Uri,
+    Header(http::HeaderName),
+    Cookie(String),
+}
+
+/// Keep-alive connection pool settings, per server.
+#[derive(Debug, Clone)]
+pub struct Keepalive {
+    /// Idle connections kept per server (nginx `keepalive`); 0 disables reuse.
+    pub max_idle: usize,
+    /// How long an idle connection is kept.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Self {
+            max_idle: 64,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Upstream timeouts.
+#[derive(Debug, Clone)]
+pub struct UpstreamTimeouts {
+    /// Establishing a connection.
+    pub connect: Duration,
+    /// From the request being sent until the response headers arrive (504 when exceeded).
+    pub response_header: Duration,
+    /// Longest pause while reading the response body or writing the request body.
+    pub idle: Duration,
+}
+
+impl Default for UpstreamTimeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            response_header: Duration::from_secs(60),
+            idle: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Retrying on another server when a connection fails or is reset before any response.
+#[derive(Debug, Clone)]
+pub struct Retry {
+    /// Total attempts per request, the first included (1 = no retry).
+    pub tries: u32,
+    /// No new attempt starts after this much time since the first.
+    pub budget: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            tries: 3,
+            budget: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Active HTTP health checks of every server of a group.
+#[derive(Debug, Clone)]
+pub struct HealthCheck {
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Statuses that count as healthy (default: 200..=399).
+    pub expected_status: std::ops::RangeInclusive<u16>,
+    /// Consecutive successes that bring a server back.
+    pub rise: u32,
+    /// Consecutive failures that take a server out.
+    pub fall: u32,
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        Self {
+            path: "/".into(),
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            expected_status: 200..=399,
+            rise: 2,
+            fall: 3,
+        }
+    }
 }
 
 /// One server of an upstream group.
@@ -302,6 +484,27 @@ pub struct UpstreamServer {
     pub address: UpstreamAddress,
     /// Relative share of traffic (>= 1).
     pub weight: u32,
+    /// Failures within `fail_timeout` that take the server out for `fail_timeout` (0 = never).
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
+    /// Takes traffic only when every primary server is down.
+    pub backup: bool,
+    /// Marked down by the operator: never used.
+    pub down: bool,
+}
+
+impl UpstreamServer {
+    /// A server with nginx's defaults (weight 1, max_fails 1, fail_timeout 10s).
+    pub fn new(address: UpstreamAddress) -> Self {
+        Self {
+            address,
+            weight: 1,
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(10),
+            backup: false,
+            down: false,
+        }
+    }
 }
 
 /// Where an upstream server listens.

@@ -99,6 +99,12 @@ impl Reporter {
         self.problems.is_empty()
     }
 
+    /// How many problems have been reported so far: a check that compares two values can skip
+    /// itself when either was just reported.
+    pub(crate) fn len(&self) -> usize {
+        self.problems.len()
+    }
+
     /// Places every problem in `doc` and returns them in file order; problems without a place
     /// come last.
     pub(crate) fn into_diagnostics(self, doc: &Document<'_>, file: &Path) -> Diagnostics {

@@ -11,8 +11,9 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawConfig, RawListener, RawLog, RawProxy, RawRedirect, RawRespond, RawRoute, RawServer,
-    RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
+    RawAdmin, RawConfig, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog,
+    RawProxy, RawRedirect, RawRespond, RawRetry, RawRoute, RawServer, RawServerTable, RawSni,
+    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -45,8 +46,19 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("routes"), I, K("respond")] => fields_of::<RawRespond>(),
         [K("routes"), I, K("redirect")] => fields_of::<RawRedirect>(),
         [K("routes"), I, K("proxy")] => fields_of::<RawProxy>(),
+        [
+            K("routes"),
+            I,
+            K("proxy"),
+            K("request_headers" | "response_headers"),
+        ] => fields_of::<RawHeaderEdits>(),
         [K("upstreams"), K(_)] => fields_of::<RawUpstream>(),
         [K("upstreams"), K(_), K("servers"), I] => fields_of::<RawServerTable>(),
+        [K("upstreams"), K(_), K("keepalive")] => fields_of::<RawKeepalive>(),
+        [K("upstreams"), K(_), K("timeouts")] => fields_of::<RawUpstreamTimeouts>(),
+        [K("upstreams"), K(_), K("retry")] => fields_of::<RawRetry>(),
+        [K("upstreams"), K(_), K("health_check")] => fields_of::<RawHealthCheck>(),
+        [K("admin")] => fields_of::<RawAdmin>(),
         _ => None,
     }
 }
@@ -184,8 +196,15 @@ mod tests {
             route.key("respond"),
             route.key("redirect"),
             route.key("proxy"),
+            route.key("proxy").key("request_headers"),
+            route.key("proxy").key("response_headers"),
             upstream.clone(),
             upstream.key("servers").index(0),
+            upstream.key("keepalive"),
+            upstream.key("timeouts"),
+            upstream.key("retry"),
+            upstream.key("health_check"),
+            root.key("admin"),
         ]
     }
 
@@ -219,12 +238,29 @@ mod tests {
             .key("api")
             .key("servers")
             .index(1);
-        assert_eq!(table_keys(&server).unwrap(), ["address", "weight"]);
+        assert_eq!(
+            table_keys(&server).unwrap(),
+            [
+                "address",
+                "weight",
+                "max_fails",
+                "fail_timeout",
+                "backup",
+                "down"
+            ]
+        );
         let headers = KeyPath::root()
             .key("routes")
             .index(0)
             .key("respond")
             .key("headers");
         assert_eq!(table_keys(&headers), None);
+        let set = KeyPath::root()
+            .key("routes")
+            .index(0)
+            .key("proxy")
+            .key("request_headers")
+            .key("set");
+        assert_eq!(table_keys(&set), None, "header names are free-form");
     }
 }

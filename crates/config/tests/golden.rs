@@ -151,10 +151,21 @@ zz = 1
 static = { root = ".", zz = 1 }
 respond = { zz = 1 }
 redirect = { to = "/", zz = 1 }
-proxy = { upstream = "a", zz = 1 }
+[routes.proxy]
+upstream = "a"
+zz = 1
+request_headers = { zz = 1 }
+response_headers = { zz = 1 }
 [upstreams.a]
 zz = 1
 servers = [{ address = "h:1", zz = 1 }]
+keepalive = { zz = 1 }
+timeouts = { zz = 1 }
+retry = { zz = 1 }
+health_check = { zz = 1 }
+[admin]
+address = "127.0.0.1:2"
+zz = 1
 "#;
     let diagnostics = sluice_config::parse_str(text, Path::new("schema.toml")).unwrap_err();
     let unknown: Vec<_> = diagnostics
@@ -175,6 +186,13 @@ servers = [{ address = "h:1", zz = 1 }]
         "routes[0].proxy.zz",
         "upstreams.a.zz",
         "upstreams.a.servers[0].zz",
+        "routes[0].proxy.request_headers.zz",
+        "routes[0].proxy.response_headers.zz",
+        "upstreams.a.keepalive.zz",
+        "upstreams.a.timeouts.zz",
+        "upstreams.a.retry.zz",
+        "upstreams.a.health_check.zz",
+        "admin.zz",
     ];
     let mut paths: Vec<&str> = unknown.iter().map(|d| d.key_path.as_str()).collect();
     paths.sort_unstable();

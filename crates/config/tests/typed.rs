@@ -1,5 +1,6 @@
 //! The happy path: valid files map to the expected typed values, defaults included, and relative
-//! paths resolve against the config file's directory.
+//! paths resolve against the config file's directory. Proxies, upstream groups and the admin
+//! listener are in `typed/proxy.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -8,6 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use sluice_config::*;
+
+#[path = "typed/proxy.rs"]
+mod proxy;
 
 const FULL: &str = r#"
 [server]
@@ -179,7 +183,7 @@ fn a_full_config_maps_to_typed_values() {
         ("https://example.com{uri}", 302)
     );
 
-    assert!(matches!(&api.action, Action::Proxy(Proxy { upstream }) if upstream == "api"));
+    assert!(matches!(&api.action, Action::Proxy(Proxy { upstream, .. }) if upstream == "api"));
     assert_eq!(api.path, PathMatch::Prefix("/api/".into()));
 
     let Action::Static(static_files) = &files.action else {
@@ -201,6 +205,8 @@ fn a_minimal_config_gets_every_default() {
     assert_eq!(config.log.level, "info");
     assert_eq!(config.log.access, AccessLog::Stdout);
     assert_eq!(config.log.format, AccessLogFormat::Combined);
+    assert!(config.admin.is_none());
+    assert!(config.upstreams.is_empty());
     let listener = &config.listeners[0];
     assert_eq!(listener.name, "127.0.0.1:8080");
     assert_eq!(

@@ -4,5 +4,7 @@
 //!
 //! - [`static_files`]: serve a directory (validators, conditional GET, ranges, index, no
 //!   traversal).
+//! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits).
 
+pub mod headers;
 pub mod static_files;

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use sluice_config::{
-    AccessLog, Action, CertFiles, Config, Listener, LogSettings, PathMatch, Route, ServerSettings,
-    StaticFiles, Tls,
+    AccessLog, Action, BalancePolicy, CertFiles, Config, HashKey, Listener, LogSettings, PathMatch,
+    Proxy, Route, ServerSettings, StaticFiles, Tls, Upstream, UpstreamAddress, UpstreamServer,
 };
 
 use crate::cert;
@@ -47,6 +47,52 @@ enum Command {
     Origin(OriginArgs),
     /// Write a development CA and a certificate for some host names.
     Cert(CertArgs),
+    /// Proxy to one or more upstream servers, no configuration file needed.
+    ReverseProxy(ReverseProxyArgs),
+    /// Start two demo origins and a balancing proxy in front of them, and print what to try.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct ReverseProxyArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// An upstream server: `host:port` or `unix:/path` (repeatable).
+    #[arg(long = "to", value_name = "ADDR", required = true)]
+    to: Vec<String>,
+    /// Balancing policy: round_robin, least_conn, p2c, or hash (by client IP).
+    #[arg(long, default_value = "round_robin")]
+    policy: PolicyArg,
+    /// `self-signed` to serve HTTPS with a certificate made at start-up.
+    #[arg(long, value_name = "self-signed")]
+    tls: Option<TlsMode>,
+    /// Log each request to stdout in nginx's combined format.
+    #[arg(long)]
+    access_log: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum PolicyArg {
+    RoundRobin,
+    LeastConn,
+    P2c,
+    Hash,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Address of the proxy.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Address of the admin listener (Prometheus /metrics).
+    #[arg(long, default_value = "127.0.0.1:9901")]
+    admin: SocketAddr,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
 #[derive(Args)]
@@ -131,6 +177,11 @@ pub fn main() -> ExitCode {
         },
         Command::Origin(args) => run_origin(args),
         Command::Cert(args) => write_cert(&args),
+        Command::ReverseProxy(args) => match reverse_proxy_config(args) {
+            Ok(config) => run_server(config),
+            Err(message) => fail(&message),
+        },
+        Command::Demo(args) => run_demo(args),
     }
 }
 
@@ -188,6 +239,59 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
     ))
 }
 
+fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
+    let servers = args
+        .to
+        .iter()
+        .map(|to| parse_upstream_address(to).map(UpstreamServer::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut upstream = Upstream::new("backend", servers);
+    upstream.policy = match args.policy {
+        PolicyArg::RoundRobin => BalancePolicy::RoundRobin,
+        PolicyArg::LeastConn => BalancePolicy::LeastConnections,
+        PolicyArg::P2c => BalancePolicy::PowerOfTwoChoices,
+        PolicyArg::Hash => BalancePolicy::Hash(HashKey::ClientIp),
+    };
+    let mut listener = Listener::plain(args.listen);
+    if args.tls.is_some() {
+        listener.tls = Some(Tls::SelfSigned { hosts: Vec::new() });
+    }
+    let route = Route {
+        name: "proxy".into(),
+        hosts: Vec::new(),
+        path: PathMatch::Prefix("/".into()),
+        listeners: Vec::new(),
+        action: Action::Proxy(Proxy::to("backend")),
+    };
+    let mut config = quick_config(listener, vec![route], &args.common, args.access_log);
+    config.upstreams.push(upstream);
+    Ok(config)
+}
+
+/// `host:port`, `http://host:port` or `unix:/path`.
+fn parse_upstream_address(text: &str) -> Result<UpstreamAddress, String> {
+    if let Some(path) = text.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(format!(
+                "--to {text}: give the socket path, e.g. unix:/run/app.sock"
+            ));
+        }
+        return Ok(UpstreamAddress::Unix(PathBuf::from(path)));
+    }
+    let host_port = text
+        .strip_prefix("http://")
+        .unwrap_or(text)
+        .trim_end_matches('/');
+    match host_port.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+            Ok(UpstreamAddress::Tcp(host_port.to_string()))
+        }
+        _ => Err(format!(
+            "--to {text}: expected host:port (e.g. 127.0.0.1:9000) or unix:/path"
+        )),
+    }
+}
+
 /// A config for the quick commands.
 fn quick_config(
     listener: Listener,
@@ -212,6 +316,7 @@ fn quick_config(
         listeners: vec![listener],
         routes,
         upstreams: Vec::new(),
+        admin: None,
     }
 }
 
@@ -346,6 +451,76 @@ fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
         std::fs::remove_file(path)?;
     }
     tokio::net::UnixListener::bind(path)
+}
+
+fn run_demo(args: DemoArgs) -> ExitCode {
+    init_tracing(&args.common.log_level);
+    let rt = match runtime(args.common.workers) {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("starting the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let mut servers = Vec::new();
+        for name in ["origin-a", "origin-b"] {
+            let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                Ok(l) => l,
+                Err(e) => return fail(&format!("starting the demo origin: {e}")),
+            };
+            let Ok(addr) = listener.local_addr() else {
+                return fail("starting the demo origin: no local address");
+            };
+            let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions {
+                name: Some(name.into()),
+            });
+            tokio::spawn(origin.serve_tcp(listener, signalled(stopped.clone())));
+            servers.push(UpstreamServer::new(UpstreamAddress::Tcp(addr.to_string())));
+        }
+        let route = Route {
+            name: "demo".into(),
+            hosts: Vec::new(),
+            path: PathMatch::Prefix("/".into()),
+            listeners: Vec::new(),
+            action: Action::Proxy(Proxy::to("origins")),
+        };
+        let mut config = quick_config(
+            Listener::plain(args.listen),
+            vec![route],
+            &args.common,
+            true,
+        );
+        config.upstreams.push(Upstream::new("origins", servers));
+        config.admin = Some(sluice_config::Admin {
+            address: args.admin,
+        });
+        let server = match crate::start(&config).await {
+            Ok(server) => server,
+            Err(e) => return fail(&e.to_string()),
+        };
+        let proxy = server
+            .listeners()
+            .first()
+            .map_or(args.listen, |l| l.address);
+        println!();
+        println!("sluice demo: a proxy on http://{proxy} balancing two demo origins (round robin)");
+        println!("try:");
+        println!("  curl -s http://{proxy}/what-date-is-it | head -c 200; echo");
+        println!(
+            "  curl -si http://{proxy}/hello | grep -i x-origin     # run twice: origin-a, origin-b"
+        );
+        println!("  curl -s -d name=sluice http://{proxy}/what-is-my-name | head -c 120; echo");
+        println!(
+            "  curl -s http://{}/metrics | grep sluice_requests_total",
+            args.admin
+        );
+        println!("Ctrl-C stops it.");
+        if let Err(e) = wait_for_signal().await {
+            return fail(&format!("installing signal handlers: {e}"));
+        }
+        let _ = stop.send(true);
+        server.shutdown(config.server.shutdown_timeout).await;
+        ExitCode::SUCCESS
+    })
 }
 
 fn write_cert(args: &CertArgs) -> ExitCode {

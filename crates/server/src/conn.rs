@@ -101,7 +101,17 @@ pub async fn accept_loop(
             drain.clone(),
         );
         tokio::spawn(async move {
-            serve_stream(&task, &builders, stream, Client { remote }, shutdown).await;
+            serve_stream(
+                &task,
+                &builders,
+                stream,
+                Client {
+                    remote,
+                    tls: task.tls.is_some(),
+                },
+                shutdown,
+            )
+            .await;
             drop(guard);
         });
     }

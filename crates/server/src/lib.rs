@@ -5,10 +5,13 @@
 //! [`conn`] (one connection) and [`pipeline`] (one request).
 
 pub mod access_log;
+pub mod admin;
 pub mod cert;
 pub mod cli;
 pub mod conn;
+pub mod metrics;
 pub mod pipeline;
+pub mod proxy;
 pub mod responses;
 pub mod router;
 pub mod server;

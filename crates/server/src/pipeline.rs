@@ -1,6 +1,6 @@
 //! The pipeline: the ONE place that orders the phases of a request.
 //!
-//! route -> action (static files, fixed response, redirect; proxy arrives with issue 3) ->
+//! route -> action (static files, fixed response, redirect, proxy) ->
 //! response headers (`Server`) -> access log. Every failure becomes a response here, through
 //! [`sluice_core::Error::status`]; nothing below this function writes an error page itself.
 //! `docs/request-lifecycle.md` draws this and must change with it.
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
 use sluice_core::{Body, Error, Side};
 
 use crate::access_log::{AccessLogger, Entry, LoggedBody};
@@ -27,11 +28,13 @@ pub struct Pipeline {
 #[derive(Clone, Copy, Debug)]
 pub struct Client {
     pub remote: SocketAddr,
+    /// The connection is TLS (for `X-Forwarded-Proto`).
+    pub tls: bool,
 }
 
 impl Pipeline {
     /// Handle one request. Never fails: errors are responses.
-    pub async fn handle<B>(&self, client: Client, req: Request<B>) -> Response<Body> {
+    pub async fn handle(&self, client: Client, req: Request<Incoming>) -> Response<Body> {
         let start = Instant::now();
         let mut entry = self.access_log.as_ref().map(|_| {
             Entry::new(
@@ -61,15 +64,12 @@ impl Pipeline {
                     Handler::Redirect(redirect) => {
                         responses::redirect(redirect, req.uri(), request_host(&req).as_deref())
                     }
-                    Handler::Proxy { upstream } => {
-                        let err = Error::new(
-                            sluice_core::ErrorKind::BadGateway,
-                            Side::Internal,
-                            format!(
-                                "proxying to upstream `{upstream}` is not available in this build"
-                            ),
-                        );
-                        error_response(&err, &req)
+                    Handler::Proxy(proxy) => {
+                        let (method, uri) = (req.method().clone(), req.uri().clone());
+                        match proxy.handle(client, req).await {
+                            Ok(response) => response,
+                            Err(err) => error_response_for(&err, &method, &uri),
+                        }
                     }
                 }
             }
@@ -92,11 +92,15 @@ impl Pipeline {
 
 /// Turn an error into its response, logging what the client does not see.
 fn error_response<B>(err: &Error, req: &Request<B>) -> Response<Body> {
+    error_response_for(err, req.method(), req.uri())
+}
+
+fn error_response_for(err: &Error, method: &http::Method, uri: &http::Uri) -> Response<Body> {
     let status = err.status();
     match err.side() {
-        Side::Downstream => tracing::debug!(%status, uri = %req.uri(), "client error: {err}"),
-        _ if status.is_server_error() => tracing::warn!(%status, uri = %req.uri(), "{err}"),
-        _ => tracing::debug!(%status, uri = %req.uri(), "{err}"),
+        Side::Downstream => tracing::debug!(%status, %method, %uri, "client error: {err}"),
+        _ if status.is_server_error() => tracing::warn!(%status, %method, %uri, "{err}"),
+        _ => tracing::debug!(%status, %method, %uri, "{err}"),
     }
     responses::error_page(status, Some(err.message()))
 }

@@ -15,10 +15,8 @@ pub enum Handler {
     Static(StaticFiles),
     Respond(FixedResponse),
     Redirect(Redirect),
-    /// Proxying is the next capability (issue 3); until then a proxy route answers 502.
-    Proxy {
-        upstream: String,
-    },
+    // Boxed: the handler holds a group config and a client, far larger than the other variants.
+    Proxy(Box<crate::proxy::ProxyHandler>),
 }
 
 /// A route with its handler.
@@ -28,7 +26,11 @@ pub struct CompiledRoute {
 }
 
 impl CompiledRoute {
-    pub fn compile(route: &Route) -> Result<Self, sluice_core::Error> {
+    /// `upstreams` holds the running group and client of every upstream, by name.
+    pub fn compile(
+        route: &Route,
+        upstreams: &crate::server::Upstreams,
+    ) -> Result<Self, sluice_core::Error> {
         let handler = match &route.action {
             Action::Static(cfg) => {
                 let prefix = match &route.path {
@@ -38,9 +40,19 @@ impl CompiledRoute {
             }
             Action::Respond(fixed) => Handler::Respond(fixed.clone()),
             Action::Redirect(redirect) => Handler::Redirect(redirect.clone()),
-            Action::Proxy(proxy) => Handler::Proxy {
-                upstream: proxy.upstream.clone(),
-            },
+            Action::Proxy(proxy) => {
+                let (group, client) = upstreams.get(&proxy.upstream).ok_or_else(|| {
+                    sluice_core::Error::internal(
+                        sluice_core::ErrorKind::Unavailable,
+                        format!("upstream `{}` is not defined", proxy.upstream),
+                    )
+                })?;
+                Handler::Proxy(Box::new(crate::proxy::ProxyHandler::new(
+                    proxy.clone(),
+                    group.clone(),
+                    client.clone(),
+                )))
+            }
         };
         Ok(Self {
             config: route.clone(),
@@ -84,10 +96,22 @@ impl Router {
 
 /// The request's host without port, lowercase: `:authority` (HTTP/2, absolute-form) or `Host`.
 pub fn request_host<B>(req: &Request<B>) -> Option<std::borrow::Cow<'_, str>> {
-    let raw = match req.uri().host() {
+    host_of(req.uri(), req.headers())
+}
+
+/// [`request_host`] for a request taken apart.
+pub fn request_host_parts(parts: &http::request::Parts) -> Option<std::borrow::Cow<'_, str>> {
+    host_of(&parts.uri, &parts.headers)
+}
+
+fn host_of<'a>(
+    uri: &'a http::Uri,
+    headers: &'a http::HeaderMap,
+) -> Option<std::borrow::Cow<'a, str>> {
+    let raw = match uri.host() {
         Some(host) => host,
         None => {
-            let value = req.headers().get(http::header::HOST)?.to_str().ok()?;
+            let value = headers.get(http::header::HOST)?.to_str().ok()?;
             strip_port(value)
         }
     };

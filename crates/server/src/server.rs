@@ -4,11 +4,14 @@
 //! Start-up does every check that can fail (binding, certificates, static roots) before the first
 //! connection is accepted, so a broken config never half-starts.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_config::Config;
+use sluice_upstream::Group;
+use sluice_upstream::client::UpstreamClient;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -47,13 +50,18 @@ pub struct RunningServer {
     drained: mpsc::Receiver<()>,
 }
 
+/// The running group and pooled client of each upstream, by name.
+pub type Upstreams = HashMap<String, (Arc<Group>, UpstreamClient)>;
+
 /// Bind every listener and start serving.
 pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let upstreams = start_upstreams(config, &shutdown_rx);
     let routes = config
         .routes
         .iter()
         .map(|route| {
-            CompiledRoute::compile(route)
+            CompiledRoute::compile(route, &upstreams)
                 .map(Arc::new)
                 .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))
         })
@@ -107,7 +115,6 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         });
     }
 
-    let (shutdown, shutdown_rx) = watch::channel(false);
     let (drain, drained) = mpsc::channel(1);
     for task in tasks {
         tokio::spawn(accept_loop(task, shutdown_rx.clone(), drain.clone()));
@@ -121,6 +128,26 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         shutdown,
         drained,
     })
+}
+
+/// Build each upstream group with its client, and start its active health checks.
+fn start_upstreams(config: &Config, shutdown: &watch::Receiver<bool>) -> Upstreams {
+    let mut upstreams = HashMap::with_capacity(config.upstreams.len());
+    for upstream in &config.upstreams {
+        let group = Arc::new(Group::new(upstream));
+        let client = UpstreamClient::new(upstream, None);
+        if let Some(check) = &upstream.health_check {
+            tokio::spawn(sluice_upstream::health::active::run(
+                group.clone(),
+                client.clone(),
+                check.clone(),
+                None,
+                shutdown.clone(),
+            ));
+        }
+        upstreams.insert(upstream.name.clone(), (group, client));
+    }
+    upstreams
 }
 
 impl RunningServer {

@@ -9,13 +9,17 @@
 //! Nothing here is used outside the crate: the contract is [`crate::model`].
 
 mod shapes;
+mod upstream;
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-pub(crate) use shapes::{OneOrMany, RawTls, RawUpstreamServer, Scalar};
+pub(crate) use shapes::{Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
+pub(crate) use upstream::{
+    RawHealthCheck, RawKeepalive, RawRetry, RawServerTable, RawUpstream, RawUpstreamTimeouts,
+};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -29,6 +33,14 @@ pub(crate) struct RawConfig {
     pub routes: Vec<RawRoute>,
     #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
+    pub admin: Option<RawAdmin>,
+}
+
+/// `[admin]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an [admin] table with an address")]
+pub(crate) struct RawAdmin {
+    pub address: Option<Spanned<Scalar>>,
 }
 
 /// `[server]`
@@ -137,19 +149,18 @@ pub(crate) struct RawRedirect {
 #[serde(expecting = "a table like { upstream = \"api\" }")]
 pub(crate) struct RawProxy {
     pub upstream: Option<Spanned<String>>,
+    pub host: Option<Spanned<String>>,
+    pub request_headers: Option<RawHeaderEdits>,
+    pub response_headers: Option<RawHeaderEdits>,
 }
 
-/// `[upstreams.NAME]`
+/// `request_headers = { ... }` / `response_headers = { ... }` of a proxy.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a table with servers = [...]")]
-pub(crate) struct RawUpstream {
-    pub servers: Option<Vec<Spanned<RawUpstreamServer>>>,
-}
-
-/// The table form of an upstream server: `{ address = "...", weight = 3 }`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a table like { address = \"127.0.0.1:9001\", weight = 1 }")]
-pub(crate) struct RawServerTable {
-    pub address: Option<Spanned<String>>,
-    pub weight: Option<Spanned<Scalar>>,
+#[serde(expecting = "a table like { set = { \"x-env\" = \"prod\" }, remove = [\"x-debug\"] }")]
+pub(crate) struct RawHeaderEdits {
+    /// Header name -> value, in file order. Names are checked in validation (a bad one is
+    /// pointed at by key).
+    #[serde(default)]
+    pub set: Entries,
+    pub remove: Option<Spanned<OneOrMany>>,
 }

@@ -1,6 +1,6 @@
 //! Values that may be written in more than one shape: a number or a string ([`Scalar`]), one
 //! string or a list ([`OneOrMany`]), a shorthand string or a table ([`RawTls`],
-//! [`RawUpstreamServer`]).
+//! [`RawUpstreamServer`]); and a table of free-form keys in file order ([`Entries`]).
 //!
 //! Each has a hand-written `Deserialize` with one visitor per shape. `#[serde(untagged)]` would
 //! be shorter but buffers the input into serde's private `Content`, which loses `Spanned`
@@ -106,6 +106,31 @@ impl<'de> Deserialize<'de> for OneOrMany {
     }
 }
 
+/// A table of free-form keys (header names), kept in file order: `BTreeMap` would sort
+/// `"X-Env"` before `"x-b"`, an order neither written nor meaningful.
+#[derive(Debug, Default)]
+pub(crate) struct Entries(pub Vec<(String, Spanned<String>)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a table of header names and values, like { "x-env" = "prod" }"#)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
 /// `tls = "self-signed"` or a `[listeners.tls]` table.
 #[derive(Debug)]
 pub(crate) enum RawTls {
@@ -133,7 +158,7 @@ impl<'de> Deserialize<'de> for RawTls {
     }
 }
 
-/// `"host:port"` or `{ address = "host:port", weight = 3 }`.
+/// `"host:port"` or `{ address = "host:port", weight = 3, ... }`.
 #[derive(Debug)]
 pub(crate) enum RawUpstreamServer {
     Short(String),
@@ -146,7 +171,7 @@ impl<'de> Deserialize<'de> for RawUpstreamServer {
         impl<'de> Visitor<'de> for V {
             type Value = RawUpstreamServer;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(r#"a "host:port" string or a table { address, weight }"#)
+                f.write_str(r#"a "host:port" string or a table { address, weight, ... }"#)
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawUpstreamServer, E> {
                 Ok(RawUpstreamServer::Short(v.to_owned()))
@@ -174,6 +199,7 @@ mod tests {
         many: Spanned<OneOrMany>,
         tls: RawTls,
         servers: Vec<RawUpstreamServer>,
+        set: Entries,
     }
 
     #[test]
@@ -185,6 +211,7 @@ one = "x"
 many = ["y", "z"]
 tls = "self-signed"
 servers = ["h:1", { address = "h:2", weight = 3 }]
+set = { "X-Env" = "prod", "x-b" = "2" }
 "#;
         let doc: Doc = toml::from_str(text).unwrap();
         assert_eq!(doc.a.get_ref(), &Scalar::Int(30));
@@ -203,6 +230,9 @@ servers = ["h:1", { address = "h:2", weight = 3 }]
             panic!("not a table")
         };
         assert_eq!(table.weight.as_ref().unwrap().get_ref(), &Scalar::Int(3));
+        let names: Vec<&str> = doc.set.0.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["X-Env", "x-b"], "file order");
+        assert_eq!(&text[doc.set.0[1].1.span()], "\"2\"");
     }
 
     #[test]

@@ -1,16 +1,15 @@
-//! A route's action: exactly one of `static`, `respond`, `redirect` or `proxy`. Every action
-//! present is validated (so its own mistakes are reported too) before "none" or "more than one"
-//! is reported.
+//! A route's action: exactly one of `static`, `respond`, `redirect` or `proxy` (the last in
+//! [`super::proxy`]). Every action present is validated (so its own mistakes are reported too)
+//! before "none" or "more than one" is reported.
 
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 
 use super::Cx;
 use super::files::Kind;
-use super::routes::quoted_list;
-use crate::model::{Action, FixedResponse, Proxy, Redirect, StaticFiles};
+use crate::model::{Action, FixedResponse, Redirect, StaticFiles};
 use crate::path::{KeyPath, TomlKey};
-use crate::raw::{OneOrMany, RawProxy, RawRedirect, RawRespond, RawRoute, RawStatic};
+use crate::raw::{OneOrMany, RawRedirect, RawRespond, RawRoute, RawStatic};
 use crate::schema::closest;
 
 const ACTIONS: [&str; 4] = ["static", "respond", "redirect", "proxy"];
@@ -32,7 +31,10 @@ pub(super) fn action(
         actions.push(("redirect", redirect(cx, &path.key("redirect"), r)));
     }
     if let Some(p) = &raw.proxy {
-        actions.push(("proxy", proxy(cx, &path.key("proxy"), p, upstreams)));
+        actions.push((
+            "proxy",
+            super::proxy::proxy(cx, &path.key("proxy"), p, upstreams),
+        ));
     }
     match actions.as_slice() {
         [] => {
@@ -189,38 +191,6 @@ fn placeholders(text: &str) -> impl Iterator<Item = &str> {
             !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         plausible.then_some(word)
     })
-}
-
-fn proxy(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawProxy, upstreams: &[String]) -> Option<Action> {
-    let Some(upstream) = &raw.upstream else {
-        cx.r.missing(
-            path,
-            "upstream",
-            Some(r#"e.g. upstream = "api", naming an [upstreams.api] table"#.into()),
-        );
-        return None;
-    };
-    let name = upstream.get_ref();
-    if upstreams.contains(name) {
-        return Some(Action::Proxy(Proxy {
-            upstream: name.clone(),
-        }));
-    }
-    let hint = match closest(name, upstreams.iter().map(String::as_str)) {
-        Some(best) => format!("did you mean `{best}`?"),
-        None if upstreams.is_empty() => format!(
-            "define it: [upstreams.{}] with servers = [...]",
-            TomlKey(name)
-        ),
-        None => format!("defined upstreams: {}", quoted_list(upstreams)),
-    };
-    cx.r.error(
-        &path.key("upstream"),
-        Some(upstream.span()),
-        format!("unknown upstream `{name}`"),
-        Some(hint),
-    );
-    None
 }
 
 #[cfg(test)]

@@ -104,6 +104,15 @@ fn address(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> Option<SocketA
         );
         return None;
     };
+    listen_address(cx, &path.key("address"), value)
+}
+
+/// An address to listen on (a listener's, or the admin one's); `None` (reported) when bad.
+pub(super) fn listen_address(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    value: &toml::Spanned<Scalar>,
+) -> Option<SocketAddr> {
     let result = match value.get_ref() {
         Scalar::Str(text) => parse_listen_address(text),
         Scalar::Int(port) => Err((
@@ -118,9 +127,7 @@ fn address(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> Option<SocketA
         )),
     };
     result
-        .map_err(|(message, hint)| {
-            cx.r.error(&path.key("address"), Some(value.span()), message, hint)
-        })
+        .map_err(|(message, hint)| cx.r.error(path, Some(value.span()), message, hint))
         .ok()
 }
 

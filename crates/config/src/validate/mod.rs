@@ -8,12 +8,16 @@
 
 mod actions;
 mod address;
+mod admin;
 mod files;
 mod hosts;
 mod listeners;
+mod proxy;
 mod routes;
 mod server;
+mod servers;
 mod tls;
+mod upstream_settings;
 mod upstreams;
 mod values;
 
@@ -39,11 +43,13 @@ pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
     let upstream_names: Vec<String> = raw.upstreams.keys().cloned().collect();
     let upstreams = upstreams::upstreams(cx, raw.upstreams);
     let routes = routes::routes(cx, raw.routes, &listener_names, &upstream_names);
+    let admin = admin::admin(cx, raw.admin, &listeners);
     cx.r.is_empty().then_some(Config {
         server,
         log,
         listeners,
         routes,
         upstreams,
+        admin,
     })
 }

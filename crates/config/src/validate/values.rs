@@ -24,6 +24,19 @@ impl Cx<'_> {
         default: Duration,
         allow_zero: bool,
     ) -> Duration {
+        let zero =
+            (!allow_zero).then_some(r#"a zero timeout would fail every connection; e.g. "10s""#);
+        self.duration_or_zero(path, value, default, zero)
+    }
+
+    /// A duration, like [`Self::duration`]; `"0s"` is refused with `zero_hint` when one is given.
+    pub(super) fn duration_or_zero(
+        &mut self,
+        path: &KeyPath,
+        value: Option<&Spanned<Scalar>>,
+        default: Duration,
+        zero_hint: Option<&str>,
+    ) -> Duration {
         let Some(value) = value else { return default };
         let parsed = match value.get_ref() {
             Scalar::Str(text) => units::duration(text),
@@ -40,19 +53,15 @@ impl Cx<'_> {
                 hint: Some(r#"write e.g. "30s""#.into()),
             }),
         };
-        match parsed {
-            Ok(d) if d.is_zero() && !allow_zero => {
-                let hint = Some(r#"a zero timeout would fail every connection; e.g. "10s""#.into());
-                self.r.error(
-                    path,
-                    Some(value.span()),
-                    "this timeout must be longer than 0s",
-                    hint,
-                );
+        match (parsed, zero_hint) {
+            (Ok(d), Some(hint)) if d.is_zero() => {
+                let message = format!("{} must be longer than 0s", key_name(path));
+                self.r
+                    .error(path, Some(value.span()), message, Some(hint.to_owned()));
                 default
             }
-            Ok(d) => d,
-            Err(e) => {
+            (Ok(d), _) => d,
+            (Err(e), _) => {
                 self.r.error(path, Some(value.span()), e.message, e.hint);
                 default
             }
@@ -189,7 +198,7 @@ impl Cx<'_> {
 }
 
 /// The last key of `path`, quoted for a message: `` `workers` ``.
-fn key_name(path: &KeyPath) -> String {
+pub(super) fn key_name(path: &KeyPath) -> String {
     match path.split_last() {
         Some((Seg::Key(key), _)) => format!("`{key}`"),
         _ => "the value".into(),

@@ -10,6 +10,7 @@
 mod cli;
 mod lifecycle;
 mod listeners;
+mod proxy;
 mod robustness;
 mod routes;
 mod static_files;

@@ -1,0 +1,260 @@
+//! Proxies, upstream groups and the admin listener: a full file maps to the expected typed
+//! values, and everything left out gets the model's `Default`s. Part of the `typed` test.
+
+use std::path::Path;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use sluice_config::*;
+
+const FULL: &str = r#"
+[[listeners]]
+address = "127.0.0.1:8080"
+
+[admin]
+address = "127.0.0.1:9901"
+
+[upstreams.api]
+servers = [
+  "app:9001",
+  { address = "unix:/run/app.sock", weight = 3, max_fails = 0, fail_timeout = "0s", backup = true },
+  { address = "10.0.0.3:9001", max_fails = 5, fail_timeout = "30s", down = true },
+]
+policy = "hash"
+hash_key = "header:X-User-Id"
+http2 = true
+[upstreams.api.keepalive]
+max_idle = 0
+idle_timeout = "90s"
+[upstreams.api.timeouts]
+connect = "1s"
+response_header = "30s"
+idle = "2m"
+[upstreams.api.retry]
+tries = 1
+budget = "3s"
+[upstreams.api.health_check]
+path = "/health?full=1"
+interval = "10s"
+timeout = "1500ms"
+expected_status = "200-299"
+rise = 1
+fall = 5
+
+[upstreams.spare]
+servers = ["127.0.0.1:9100"]
+policy = "least_conn"
+
+[[routes]]
+path_prefix = "/api/"
+[routes.proxy]
+upstream = "api"
+host = "upstream"
+request_headers = { set = { "X-Env" = "prod", "x-b" = "2" }, remove = ["X-Debug", "x-trace"] }
+response_headers = { remove = "x-powered-by" }
+
+[[routes]]
+proxy = { upstream = "spare", host = "spare.internal:8080", response_headers = { set = { "X-Frame-Options" = "DENY" } } }
+"#;
+
+#[test]
+fn a_full_proxy_config_maps_to_typed_values() {
+    let config = parse_str(FULL, Path::new("proxy.toml")).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        config.admin.as_ref().unwrap().address,
+        "127.0.0.1:9901".parse().unwrap()
+    );
+    check_full_upstreams(&config.upstreams);
+    let [api, spare] = config.routes.as_slice() else {
+        panic!("two routes")
+    };
+    check_full_proxies(api, spare);
+}
+
+fn check_full_upstreams(upstreams: &[Upstream]) {
+    let [api, spare] = upstreams else {
+        panic!("two upstreams, by name")
+    };
+    assert_eq!(api.name, "api");
+    let [app, unix, down] = api.servers.as_slice() else {
+        panic!("three servers")
+    };
+    assert_eq!(app.address, UpstreamAddress::Tcp("app:9001".into()));
+    assert_eq!((app.weight, app.max_fails), (1, 1));
+    assert_eq!(app.fail_timeout, Duration::from_secs(10));
+    assert!(!app.backup && !app.down);
+    assert_eq!(unix.address, UpstreamAddress::Unix("/run/app.sock".into()));
+    assert_eq!((unix.weight, unix.max_fails), (3, 0));
+    assert_eq!(
+        unix.fail_timeout,
+        Duration::ZERO,
+        "0s is fine without max_fails"
+    );
+    assert!(unix.backup && !unix.down);
+    assert_eq!(down.address, UpstreamAddress::Tcp("10.0.0.3:9001".into()));
+    assert_eq!((down.weight, down.max_fails), (1, 5));
+    assert_eq!(down.fail_timeout, Duration::from_secs(30));
+    assert!(!down.backup && down.down);
+
+    assert_eq!(
+        api.policy,
+        BalancePolicy::Hash(HashKey::Header(HeaderName::from_static("x-user-id")))
+    );
+    assert!(api.http2);
+    assert_eq!(api.keepalive.max_idle, 0);
+    assert_eq!(api.keepalive.idle_timeout, Duration::from_secs(90));
+    assert_eq!(api.timeouts.connect, Duration::from_secs(1));
+    assert_eq!(api.timeouts.response_header, Duration::from_secs(30));
+    assert_eq!(api.timeouts.idle, Duration::from_secs(120));
+    assert_eq!(
+        (api.retry.tries, api.retry.budget),
+        (1, Duration::from_secs(3))
+    );
+    let check = api.health_check.as_ref().unwrap();
+    assert_eq!(check.path, "/health?full=1");
+    assert_eq!(check.interval, Duration::from_secs(10));
+    assert_eq!(check.timeout, Duration::from_millis(1500));
+    assert_eq!(check.expected_status, 200..=299);
+    assert_eq!((check.rise, check.fall), (1, 5));
+
+    assert_eq!(spare.name, "spare");
+    assert_eq!(spare.policy, BalancePolicy::LeastConnections);
+    assert!(spare.health_check.is_none() && !spare.http2);
+}
+
+fn check_full_proxies(api: &Route, spare: &Route) {
+    let Action::Proxy(api) = &api.action else {
+        panic!("proxy")
+    };
+    assert_eq!(api.upstream, "api");
+    assert_eq!(api.host, HostHeader::Upstream);
+    let set: Vec<(&str, &str)> = api
+        .request_headers
+        .set
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+        .collect();
+    assert_eq!(
+        set,
+        [("x-env", "prod"), ("x-b", "2")],
+        "file order, lowercase"
+    );
+    let removed: Vec<&str> = api
+        .request_headers
+        .remove
+        .iter()
+        .map(|n| n.as_str())
+        .collect();
+    assert_eq!(removed, ["x-debug", "x-trace"]);
+    assert!(api.response_headers.set.is_empty());
+    assert_eq!(
+        api.response_headers.remove,
+        [HeaderName::from_static("x-powered-by")]
+    );
+
+    let Action::Proxy(spare) = &spare.action else {
+        panic!("proxy")
+    };
+    assert_eq!(spare.upstream, "spare");
+    assert_eq!(
+        spare.host,
+        HostHeader::Set(HeaderValue::from_static("spare.internal:8080"))
+    );
+    assert!(spare.request_headers.is_empty());
+    assert_eq!(spare.response_headers.set.len(), 1);
+    assert_eq!(spare.response_headers.set[0].0, "x-frame-options");
+    assert_eq!(spare.response_headers.set[0].1, "DENY");
+}
+
+#[test]
+fn a_minimal_proxy_gets_the_model_defaults() {
+    let text = r#"
+[[listeners]]
+address = "127.0.0.1:8080"
+[upstreams.app]
+servers = ["127.0.0.1:9001"]
+[upstreams.checked]
+servers = ["127.0.0.1:9002"]
+health_check = {}
+[[routes]]
+proxy = { upstream = "app" }
+"#;
+    let config = parse_str(text, Path::new("proxy.toml")).unwrap_or_else(|d| panic!("{d}"));
+    assert!(config.admin.is_none());
+    let Action::Proxy(proxy) = &config.routes[0].action else {
+        panic!("proxy")
+    };
+    let expected = Proxy::to("app");
+    assert_eq!(proxy.upstream, expected.upstream);
+    assert_eq!(proxy.host, expected.host);
+    assert!(proxy.request_headers.is_empty() && proxy.response_headers.is_empty());
+
+    let [app, checked] = config.upstreams.as_slice() else {
+        panic!("two upstreams")
+    };
+    let address = UpstreamAddress::Tcp("127.0.0.1:9001".into());
+    let d = Upstream::new("app", vec![UpstreamServer::new(address)]);
+    assert_eq!(app.name, d.name);
+    assert_eq!(app.policy, d.policy);
+    assert_eq!(app.http2, d.http2);
+    assert!(app.health_check.is_none());
+    assert_eq!(app.keepalive.max_idle, d.keepalive.max_idle);
+    assert_eq!(app.keepalive.idle_timeout, d.keepalive.idle_timeout);
+    assert_eq!(app.timeouts.connect, d.timeouts.connect);
+    assert_eq!(app.timeouts.response_header, d.timeouts.response_header);
+    assert_eq!(app.timeouts.idle, d.timeouts.idle);
+    assert_eq!(app.retry.tries, d.retry.tries);
+    assert_eq!(app.retry.budget, d.retry.budget);
+    let (server, default) = (&app.servers[0], &d.servers[0]);
+    assert_eq!(server.address, default.address);
+    assert_eq!(server.weight, default.weight);
+    assert_eq!(server.max_fails, default.max_fails);
+    assert_eq!(server.fail_timeout, default.fail_timeout);
+    assert_eq!((server.backup, server.down), (default.backup, default.down));
+
+    let check = checked.health_check.as_ref().unwrap();
+    let default = HealthCheck::default();
+    assert_eq!(check.path, default.path);
+    assert_eq!(check.interval, default.interval);
+    assert_eq!(check.timeout, default.timeout);
+    assert_eq!(check.expected_status, default.expected_status);
+    assert_eq!((check.rise, check.fall), (default.rise, default.fall));
+}
+
+#[test]
+fn an_admin_on_port_0_never_clashes() {
+    let text = "[[listeners]]\naddress = \"127.0.0.1:0\"\n[admin]\naddress = \"127.0.0.1:0\"\n";
+    let config = parse_str(text, Path::new("a.toml")).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        config.admin.unwrap().address,
+        "127.0.0.1:0".parse().unwrap()
+    );
+}
+
+#[test]
+fn every_policy_and_hash_key_maps() {
+    let cases = [
+        ("policy = \"round_robin\"", BalancePolicy::RoundRobin),
+        ("policy = \"least_conn\"", BalancePolicy::LeastConnections),
+        ("policy = \"p2c\"", BalancePolicy::PowerOfTwoChoices),
+        (
+            "policy = \"hash\"\nhash_key = \"client_ip\"",
+            BalancePolicy::Hash(HashKey::ClientIp),
+        ),
+        (
+            "policy = \"hash\"\nhash_key = \"uri\"",
+            BalancePolicy::Hash(HashKey::Uri),
+        ),
+        (
+            "policy = \"hash\"\nhash_key = \"cookie:session_id\"",
+            BalancePolicy::Hash(HashKey::Cookie("session_id".into())),
+        ),
+    ];
+    for (lines, expected) in cases {
+        let text = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[upstreams.a]\nservers = [\"h:1\"]\n{lines}\n"
+        );
+        let config = parse_str(&text, Path::new("p.toml")).unwrap_or_else(|d| panic!("{d}"));
+        assert_eq!(config.upstreams[0].policy, expected, "{lines}");
+    }
+}

@@ -1,0 +1,210 @@
+//! Per-route, per-upstream and per-listener handles: clones of the registry's counters, resolved
+//! once, so recording on the request path is a few relaxed atomic adds and nothing else.
+
+use std::time::Duration;
+
+use http::StatusCode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+
+use super::DurationHistogram;
+
+/// Handles for one route. Cheap to clone (reference counts only).
+#[derive(Clone, Debug)]
+pub struct RouteMetrics {
+    /// Finished requests by status class, `[1xx, 2xx, 3xx, 4xx, 5xx]`.
+    pub(super) requests: [Counter; 5],
+    pub(super) duration: DurationHistogram,
+    pub(super) bytes_in: Counter,
+    pub(super) bytes_out: Counter,
+}
+
+impl RouteMetrics {
+    /// One finished request: its final status (counted by class as label `code`), how long it
+    /// took until the response body ended, request body bytes received and response body bytes
+    /// sent. Call once per request, errors and aborted responses included.
+    pub fn observe(&self, status: StatusCode, duration: Duration, bytes_in: u64, bytes_out: u64) {
+        // `StatusCode` admits 100..=999; codes of 600 and above, which only a misbehaving upstream
+        // sends, are counted as 5xx: sluice passed on something that is not valid HTTP.
+        let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
+        self.requests[class].inc();
+        self.duration.observe(duration);
+        if bytes_in > 0 {
+            self.bytes_in.inc_by(bytes_in);
+        }
+        if bytes_out > 0 {
+            self.bytes_out.inc_by(bytes_out);
+        }
+    }
+}
+
+/// How one attempt on an upstream server ended; the `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamOutcome {
+    /// A response with a status below 500.
+    Ok,
+    /// No connection could be opened (refused, unreachable, connect timeout).
+    ConnectError,
+    /// Connected, but the response headers did not arrive in time.
+    Timeout,
+    /// The connection broke (reset, closed, unparsable response) before response headers.
+    Reset,
+    /// The server answered with a 5xx status.
+    HttpError,
+}
+
+impl UpstreamOutcome {
+    pub const ALL: [UpstreamOutcome; 5] = [
+        Self::Ok,
+        Self::ConnectError,
+        Self::Timeout,
+        Self::Reset,
+        Self::HttpError,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ConnectError => "connect_error",
+            Self::Timeout => "timeout",
+            Self::Reset => "reset",
+            Self::HttpError => "http_error",
+        }
+    }
+
+    /// The outcome of an attempt that produced response headers with this status.
+    pub fn for_status(status: StatusCode) -> Self {
+        if status.is_server_error() {
+            Self::HttpError
+        } else {
+            Self::Ok
+        }
+    }
+}
+
+/// Handles for one server of an upstream group. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct UpstreamServerMetrics {
+    pub(super) connect: DurationHistogram,
+    pub(super) response: DurationHistogram,
+    /// Attempts by outcome, indexed like [`UpstreamOutcome::ALL`].
+    pub(super) outcomes: [Counter; 5],
+    pub(super) healthy: Gauge,
+    pub(super) in_flight: Gauge,
+}
+
+impl UpstreamServerMetrics {
+    /// Time to open a new connection (pooled connections are not observed: they took no time).
+    pub fn connect_time(&self, d: Duration) {
+        self.connect.observe(d);
+    }
+
+    /// Time from writing the request to receiving the response headers.
+    pub fn response_time(&self, d: Duration) {
+        self.response.observe(d);
+    }
+
+    /// One attempt on this server ended this way (a retried request counts once per attempt).
+    pub fn request(&self, outcome: UpstreamOutcome) {
+        self.outcomes[outcome as usize].inc();
+    }
+
+    pub fn set_healthy(&self, healthy: bool) {
+        self.healthy.set(i64::from(healthy));
+    }
+
+    /// Set the in-flight count from a counter the balancer already keeps (least connections).
+    /// Do not mix with [`Self::in_flight`] for the same server.
+    pub fn set_in_flight(&self, n: i64) {
+        self.in_flight.set(n);
+    }
+
+    /// Count a request as in flight until the guard is dropped (on every path, errors and
+    /// cancelled requests included).
+    pub fn in_flight(&self) -> InFlightGuard {
+        self.in_flight.inc();
+        InFlightGuard {
+            gauge: self.in_flight.clone(),
+        }
+    }
+}
+
+/// Decrements the in-flight gauge when dropped; see [`UpstreamServerMetrics::in_flight`].
+#[derive(Debug)]
+#[must_use = "the request stops counting as in flight when the guard is dropped"]
+pub struct InFlightGuard {
+    gauge: Gauge,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// Handles for an upstream group as a whole. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct UpstreamMetrics {
+    pub(super) retries: Counter,
+    pub(super) no_peer: Counter,
+}
+
+impl UpstreamMetrics {
+    /// A request is being tried again on another server.
+    pub fn retry(&self) {
+        self.retries.inc();
+    }
+
+    /// The balancer found no usable server (all down or all excluded by earlier attempts).
+    pub fn no_peer_available(&self) {
+        self.no_peer.inc();
+    }
+}
+
+/// Handles for one listener. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ListenerMetrics {
+    pub(super) open: Gauge,
+    pub(super) total: Counter,
+    pub(super) tls_failures: Counter,
+}
+
+impl ListenerMetrics {
+    /// A connection was accepted. Pair with [`Self::connection_closed`], or use
+    /// [`Self::connection`], which cannot forget to.
+    pub fn connection_opened(&self) {
+        self.total.inc();
+        self.open.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.open.dec();
+    }
+
+    /// Count a connection as open until the guard is dropped.
+    pub fn connection(&self) -> OpenConnection {
+        self.connection_opened();
+        OpenConnection {
+            open: self.open.clone(),
+        }
+    }
+
+    /// A TLS handshake failed or timed out (the connection is closed and counted closed as usual).
+    pub fn tls_handshake_failed(&self) {
+        self.tls_failures.inc();
+    }
+}
+
+/// Keeps a connection counted as open; see [`ListenerMetrics::connection`].
+#[derive(Debug)]
+#[must_use = "the connection stops counting as open when the guard is dropped"]
+pub struct OpenConnection {
+    open: Gauge,
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.open.dec();
+    }
+}

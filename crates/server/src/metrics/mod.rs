@@ -1,0 +1,311 @@
+//! Prometheus metrics: what sluice counts, under which names, and how it is rendered.
+//!
+//! The request path must stay free of locks and allocation, and prometheus-client's
+//! `Family::get_or_create` takes a lock and hashes the labels on every call. So label sets are
+//! resolved ONCE, when a route, upstream or listener is set up: [`Metrics::route`] and friends
+//! return handles ([`RouteMetrics`], ...) holding clones of the counters, which share their atomics
+//! with the registry. Per request, a handle only indexes an array and bumps atomics. Histograms
+//! are our own lock-free [`DurationHistogram`] because prometheus-client's takes a mutex.
+//!
+//! One [`Metrics`] lives for the whole process (reloads included) and is shared as `Arc`.
+//! `docs/metrics.md` lists every metric with example queries; the names below are the only place
+//! they are spelled.
+
+mod handles;
+mod histogram;
+mod labels;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use prometheus_client::encoding::EncodeMetric;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Metric, Registry, Unit};
+
+pub use handles::{
+    InFlightGuard, ListenerMetrics, OpenConnection, RouteMetrics, UpstreamMetrics, UpstreamOutcome,
+    UpstreamServerMetrics,
+};
+pub use histogram::{DurationHistogram, bucket_bounds_seconds};
+use labels::{
+    BuildLabels, ListenerLabels, RouteCodeLabels, RouteLabels, ServerLabels, ServerOutcomeLabels,
+    UpstreamLabels,
+};
+
+// The names as they appear in the exposition and in PromQL. Counters end in `_total` and units
+// are spelled in the name (Prometheus conventions); `register` derives the OpenMetrics family
+// name and `# UNIT` from these suffixes, so they are written once, here.
+pub const REQUESTS_TOTAL: &str = "sluice_requests_total";
+pub const REQUEST_DURATION_SECONDS: &str = "sluice_request_duration_seconds";
+pub const REQUEST_BYTES_TOTAL: &str = "sluice_request_bytes_total";
+pub const RESPONSE_BYTES_TOTAL: &str = "sluice_response_bytes_total";
+pub const UPSTREAM_CONNECT_DURATION_SECONDS: &str = "sluice_upstream_connect_duration_seconds";
+pub const UPSTREAM_RESPONSE_DURATION_SECONDS: &str = "sluice_upstream_response_duration_seconds";
+pub const UPSTREAM_REQUESTS_TOTAL: &str = "sluice_upstream_requests_total";
+pub const UPSTREAM_RETRIES_TOTAL: &str = "sluice_upstream_retries_total";
+pub const UPSTREAM_NO_PEER_TOTAL: &str = "sluice_upstream_no_peer_total";
+pub const UPSTREAM_SERVER_HEALTHY: &str = "sluice_upstream_server_healthy";
+pub const UPSTREAM_IN_FLIGHT: &str = "sluice_upstream_in_flight";
+pub const CONNECTIONS_OPEN: &str = "sluice_connections_open";
+pub const CONNECTIONS_TOTAL: &str = "sluice_connections_total";
+pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "sluice_tls_handshake_failures_total";
+pub const BUILD_INFO: &str = "sluice_build_info";
+
+/// Every metric name, for tests and docs checks.
+pub const ALL_NAMES: [&str; 15] = [
+    REQUESTS_TOTAL,
+    REQUEST_DURATION_SECONDS,
+    REQUEST_BYTES_TOTAL,
+    RESPONSE_BYTES_TOTAL,
+    UPSTREAM_CONNECT_DURATION_SECONDS,
+    UPSTREAM_RESPONSE_DURATION_SECONDS,
+    UPSTREAM_REQUESTS_TOTAL,
+    UPSTREAM_RETRIES_TOTAL,
+    UPSTREAM_NO_PEER_TOTAL,
+    UPSTREAM_SERVER_HEALTHY,
+    UPSTREAM_IN_FLIGHT,
+    CONNECTIONS_OPEN,
+    CONNECTIONS_TOTAL,
+    TLS_HANDSHAKE_FAILURES_TOTAL,
+    BUILD_INFO,
+];
+
+/// The `route` label of requests that matched no route (they get a 404). Counting them shows
+/// scanners and clients sent to the wrong host; the parentheses keep it apart from route names.
+pub const UNMATCHED_ROUTE: &str = "(unmatched)";
+
+/// The `code` label values, indexed by status class - 1.
+const CODE_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// The registry and every metric family. Create once with [`Metrics::new`]; hand out handles at
+/// start-up (and on reload); render on scrape.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RouteCodeLabels, Counter>,
+    request_duration: Family<RouteLabels, DurationHistogram>,
+    request_bytes: Family<RouteLabels, Counter>,
+    response_bytes: Family<RouteLabels, Counter>,
+    upstream_connect: Family<ServerLabels, DurationHistogram>,
+    upstream_response: Family<ServerLabels, DurationHistogram>,
+    upstream_requests: Family<ServerOutcomeLabels, Counter>,
+    upstream_healthy: Family<ServerLabels, Gauge>,
+    upstream_in_flight: Family<ServerLabels, Gauge>,
+    upstream_retries: Family<UpstreamLabels, Counter>,
+    upstream_no_peer: Family<UpstreamLabels, Counter>,
+    connections_open: Family<ListenerLabels, Gauge>,
+    connections: Family<ListenerLabels, Counter>,
+    tls_failures: Family<ListenerLabels, Counter>,
+    /// Length of the last rendering, so the next one allocates its buffer once.
+    last_render_len: AtomicUsize,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::default();
+        let r = &mut registry;
+        let requests = register(
+            r,
+            REQUESTS_TOTAL,
+            "Finished requests by route and status class",
+        );
+        let request_duration = register(
+            r,
+            REQUEST_DURATION_SECONDS,
+            "Time from request headers received to the end of the response body, by route",
+        );
+        let request_bytes = register(r, REQUEST_BYTES_TOTAL, "Request body bytes received");
+        let response_bytes = register(r, RESPONSE_BYTES_TOTAL, "Response body bytes sent");
+        let upstream_connect = register(
+            r,
+            UPSTREAM_CONNECT_DURATION_SECONDS,
+            "Time to open a new connection to an upstream server",
+        );
+        let upstream_response = register(
+            r,
+            UPSTREAM_RESPONSE_DURATION_SECONDS,
+            "Time from sending a request to an upstream server to its response headers",
+        );
+        let upstream_requests = register(
+            r,
+            UPSTREAM_REQUESTS_TOTAL,
+            "Attempts sent to an upstream server, by outcome",
+        );
+        let upstream_retries = register(
+            r,
+            UPSTREAM_RETRIES_TOTAL,
+            "Requests retried on another server of the upstream group",
+        );
+        let upstream_no_peer = register(
+            r,
+            UPSTREAM_NO_PEER_TOTAL,
+            "Requests that found no usable server in the upstream group",
+        );
+        let upstream_healthy = register(
+            r,
+            UPSTREAM_SERVER_HEALTHY,
+            "1 if the upstream server may be picked, 0 while health checks hold it out",
+        );
+        let upstream_in_flight = register(
+            r,
+            UPSTREAM_IN_FLIGHT,
+            "Requests currently in progress on an upstream server",
+        );
+        let connections_open = register(r, CONNECTIONS_OPEN, "Client connections open now");
+        let connections = register(r, CONNECTIONS_TOTAL, "Client connections accepted");
+        let tls_failures = register(
+            r,
+            TLS_HANDSHAKE_FAILURES_TOTAL,
+            "TLS handshakes that failed or timed out",
+        );
+        let build: Family<BuildLabels, Gauge> = register(
+            r,
+            BUILD_INFO,
+            "Always 1; the labels say which sluice build is running",
+        );
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        Arc::new(Metrics {
+            registry,
+            requests,
+            request_duration,
+            request_bytes,
+            response_bytes,
+            upstream_connect,
+            upstream_response,
+            upstream_requests,
+            upstream_healthy,
+            upstream_in_flight,
+            upstream_retries,
+            upstream_no_peer,
+            connections_open,
+            connections,
+            tls_failures,
+            last_render_len: AtomicUsize::new(4096),
+        })
+    }
+
+    /// Handles for one route, labelled with the route's name. Call at start-up; the handle is
+    /// used per request without locks. The same name always yields handles sharing counts.
+    pub fn route(&self, route: &str) -> RouteMetrics {
+        let labels = RouteLabels {
+            route: route.to_owned(),
+        };
+        // All five classes exist from the start: `observe` only indexes, and `rate()` sees a 0
+        // instead of a missing series before the first error.
+        let requests = CODE_CLASSES.map(|code| {
+            self.requests.get_or_create_owned(&RouteCodeLabels {
+                route: route.to_owned(),
+                code,
+            })
+        });
+        RouteMetrics {
+            requests,
+            duration: self.request_duration.get_or_create_owned(&labels),
+            bytes_in: self.request_bytes.get_or_create_owned(&labels),
+            bytes_out: self.response_bytes.get_or_create_owned(&labels),
+        }
+    }
+
+    /// Handles for one server of an upstream group; `server` as written in the config
+    /// (`host:port` or `unix:/path`).
+    pub fn upstream_server(&self, upstream: &str, server: &str) -> UpstreamServerMetrics {
+        let labels = ServerLabels {
+            upstream: upstream.to_owned(),
+            server: server.to_owned(),
+        };
+        let outcomes = UpstreamOutcome::ALL.map(|outcome| {
+            self.upstream_requests
+                .get_or_create_owned(&ServerOutcomeLabels {
+                    upstream: upstream.to_owned(),
+                    server: server.to_owned(),
+                    outcome: outcome.as_str(),
+                })
+        });
+        // A server starts healthy (as in nginx) until a check says otherwise; asking again for
+        // the same server (a reload) keeps what the checks last said.
+        let healthy = match self.upstream_healthy.get(&labels) {
+            Some(existing) => existing.clone(),
+            None => {
+                let gauge = self.upstream_healthy.get_or_create_owned(&labels);
+                gauge.set(1);
+                gauge
+            }
+        };
+        UpstreamServerMetrics {
+            connect: self.upstream_connect.get_or_create_owned(&labels),
+            response: self.upstream_response.get_or_create_owned(&labels),
+            outcomes,
+            healthy,
+            in_flight: self.upstream_in_flight.get_or_create_owned(&labels),
+        }
+    }
+
+    /// Handles for an upstream group as a whole.
+    pub fn upstream(&self, upstream: &str) -> UpstreamMetrics {
+        let labels = UpstreamLabels {
+            upstream: upstream.to_owned(),
+        };
+        UpstreamMetrics {
+            retries: self.upstream_retries.get_or_create_owned(&labels),
+            no_peer: self.upstream_no_peer.get_or_create_owned(&labels),
+        }
+    }
+
+    /// Handles for one listener, labelled with its name.
+    pub fn listener(&self, listener: &str) -> ListenerMetrics {
+        let labels = ListenerLabels {
+            listener: listener.to_owned(),
+        };
+        ListenerMetrics {
+            open: self.connections_open.get_or_create_owned(&labels),
+            total: self.connections.get_or_create_owned(&labels),
+            tls_failures: self.tls_failures.get_or_create_owned(&labels),
+        }
+    }
+
+    /// The exposition in OpenMetrics text format (ends with `# EOF`). Prometheus's classic text
+    /// parser reads it too.
+    pub fn render(&self) -> String {
+        // Room for the page to have grown a little since last time, so it is allocated once.
+        let hint = self.last_render_len.load(Ordering::Relaxed);
+        let mut out = String::with_capacity(hint + hint / 8);
+        // Writing to a String cannot fail; an error here would be a bug in the encoder, and a
+        // partial page is more useful to an operator than none.
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!("encoding metrics failed: {err}");
+        }
+        self.last_render_len.store(out.len(), Ordering::Relaxed);
+        out
+    }
+}
+
+/// Register a new family under `name`. OpenMetrics names a counter family without its `_total`
+/// suffix and wants units declared, so both are derived from the Prometheus-style name. `help`
+/// has no final period: the encoder adds one.
+fn register<S, M>(registry: &mut Registry, name: &str, help: &str) -> Family<S, M>
+where
+    Family<S, M>: Metric + Default + Clone,
+{
+    let family = Family::<S, M>::default();
+    let mut base = name;
+    if matches!(family.metric_type(), MetricType::Counter) {
+        base = base.strip_suffix("_total").unwrap_or(base);
+    }
+    let unit = [("_seconds", Unit::Seconds), ("_bytes", Unit::Bytes)]
+        .into_iter()
+        .find_map(|(suffix, unit)| Some((base.strip_suffix(suffix)?, unit)));
+    match unit {
+        Some((stem, unit)) => registry.register_with_unit(stem, help, unit, family.clone()),
+        None => registry.register(base, help, family.clone()),
+    }
+    family
+}

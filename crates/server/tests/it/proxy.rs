@@ -1,0 +1,443 @@
+//! The reverse proxy against real demo origins on port 0: headers, balancing, unix sockets,
+//! keep-alive reuse, failover, 502/504, streaming both ways, cancellation, active health.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use sluice_testkit::{Offer, TestOrigin, client, start_origin, start_toml};
+
+fn proxy_toml(upstream: &str, route_extra: &str) -> String {
+    format!(
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        {route_extra}
+        [upstreams.backend]
+        {upstream}
+        "#
+    )
+}
+
+fn servers(origins: &[&TestOrigin]) -> String {
+    let list: Vec<String> = origins.iter().map(|o| format!("\"{}\"", o.addr)).collect();
+    format!("servers = [{}]", list.join(", "))
+}
+
+async fn origin_counts(url: &str, n: usize) -> HashMap<String, usize> {
+    let http = client(Offer::Http1);
+    let mut counts = HashMap::new();
+    for _ in 0..n {
+        let resp = http.get(url).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let name = resp.headers()["x-origin"].to_str().unwrap().to_string();
+        *counts.entry(name).or_default() += 1;
+        let _ = resp.bytes().await.unwrap();
+    }
+    counts
+}
+
+#[tokio::test]
+async fn forwards_with_rewritten_headers() {
+    let origin = start_origin(None).await;
+    let server = start_toml(&proxy_toml(
+        &servers(&[&origin]),
+        r#"[routes.proxy]
+        upstream = "backend"
+        request_headers = { set = { "x-env" = "test" }, remove = ["x-debug"] }
+        response_headers = { set = { "x-frame-options" = "DENY" }, remove = ["cache-control"] }"#,
+    ))
+    .await;
+    let resp = client(Offer::Http1)
+        .post(server.url("/reqinfo?x=1"))
+        .header("host", "site.test")
+        .header("connection", "x-secret")
+        .header("x-secret", "hop")
+        .header("x-debug", "1")
+        .header("x-forwarded-for", "10.1.1.1")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-frame-options"], "DENY");
+    assert!(
+        resp.headers()["via"]
+            .to_str()
+            .unwrap()
+            .ends_with("1.1 sluice")
+    );
+    let info: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    let headers: HashMap<String, String> = info["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pair| {
+            (
+                pair[0].as_str().unwrap().to_string(),
+                pair[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(info["path"], "/reqinfo?x=1");
+    assert_eq!(info["body_length"], 5);
+    assert_eq!(headers["host"], "site.test");
+    assert_eq!(headers["x-forwarded-for"], "10.1.1.1, 127.0.0.1");
+    assert_eq!(headers["x-forwarded-proto"], "http");
+    assert_eq!(headers["x-forwarded-host"], "site.test");
+    assert_eq!(headers["via"], "1.1 sluice");
+    assert_eq!(headers["x-env"], "test");
+    assert!(
+        !headers.contains_key("x-secret"),
+        "Connection-listed header forwarded"
+    );
+    assert!(!headers.contains_key("x-debug"));
+    assert!(!headers.contains_key("connection"));
+}
+
+#[tokio::test]
+async fn weights_three_to_one_split_four_thousand_requests() {
+    let (a, b) = (start_origin(Some("a")).await, start_origin(Some("b")).await);
+    let upstream = format!(
+        r#"servers = [{{ address = "{}", weight = 3 }}, "{}"]"#,
+        a.addr, b.addr
+    );
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let counts = origin_counts(&server.url("/hello"), 4000).await;
+    let (na, nb) = (counts["a"], counts["b"]);
+    assert!(
+        (2850..=3150).contains(&na) && (850..=1150).contains(&nb),
+        "split {na}/{nb}"
+    );
+}
+
+#[tokio::test]
+async fn unix_socket_upstream() {
+    let temp = tempfile::tempdir().unwrap();
+    let sock = temp.path().join("app.sock");
+    let listener = tokio::net::UnixListener::bind(&sock).unwrap();
+    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions {
+        name: Some("unix".into()),
+    });
+    tokio::spawn(origin.serve_unix(listener, std::future::pending()));
+    let upstream = format!(r#"servers = ["unix:{}"]"#, sock.display());
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let resp = client(Offer::Http2)
+        .get(server.url("/hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-origin"], "unix");
+    assert_eq!(resp.text().await.unwrap(), "Hello World!".repeat(10));
+}
+
+/// A demo origin that counts the connections it accepts.
+async fn counting_origin() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions::default());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let origin = origin.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let origin = origin.clone();
+                    async move { Ok::<_, std::convert::Infallible>(origin.handle(req).await) }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn keepalive_reuses_upstream_connections() {
+    let (addr, accepted) = counting_origin().await;
+    let server = start_toml(&proxy_toml(
+        &format!(r#"servers = ["{addr}"]"#),
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let http = client(Offer::Http1);
+    for _ in 0..10_000 {
+        let resp = http.get(server.url("/hello")).send().await.unwrap();
+        assert_eq!(resp.bytes().await.unwrap().len(), 120);
+    }
+    let opened = accepted.load(Ordering::SeqCst);
+    assert!(
+        opened <= 4,
+        "10,000 sequential requests opened {opened} upstream connections"
+    );
+}
+
+#[tokio::test]
+async fn failover_when_an_origin_stops_fails_no_get() {
+    let (a, b) = (start_origin(Some("a")).await, start_origin(Some("b")).await);
+    let server = start_toml(&proxy_toml(
+        &servers(&[&a, &b]),
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let url = server.url("/hello");
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..6 {
+        let (url, done) = (url.clone(), done.clone());
+        workers.push(tokio::spawn(async move {
+            let http = client(Offer::Http1);
+            let mut failures = Vec::new();
+            while done.fetch_add(1, Ordering::SeqCst) < 10_000 {
+                match http.get(&url).send().await {
+                    Ok(r) if r.status() == 200 => {
+                        let _ = r.bytes().await;
+                    }
+                    Ok(r) => failures.push(format!("status {}", r.status())),
+                    Err(e) => failures.push(e.to_string()),
+                }
+            }
+            failures
+        }));
+    }
+    // Stop origin a a quarter of the way in.
+    while done.load(Ordering::SeqCst) < 2_500 {
+        tokio::task::yield_now().await;
+    }
+    a.stop().await;
+    let mut failures = Vec::new();
+    for w in workers {
+        failures.extend(w.await.unwrap());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed GETs, e.g. {:?}",
+        failures.len(),
+        failures.first()
+    );
+}
+
+#[tokio::test]
+async fn all_servers_down_is_a_quick_502() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let server = start_toml(&proxy_toml(
+        &format!(r#"servers = ["{dead}"]"#),
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let started = Instant::now();
+    let resp = client(Offer::Http1)
+        .get(server.url("/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "502 took {:?}",
+        started.elapsed()
+    );
+    assert!(resp.text().await.unwrap().starts_with("502 Bad Gateway"));
+}
+
+#[tokio::test]
+async fn a_silent_upstream_is_a_504() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Accepts and never answers.
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let upstream = format!(
+        "servers = [\"{addr}\"]\n[upstreams.backend.timeouts]\nresponse_header = \"300ms\""
+    );
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let resp = client(Offer::Http1)
+        .get(server.url("/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 504);
+}
+
+#[tokio::test]
+async fn streams_a_large_download_and_upload() {
+    use sha2::Digest;
+    let origin = start_origin(None).await;
+    let server = start_toml(&proxy_toml(
+        &servers(&[&origin]),
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let http = client(Offer::Http1);
+    let mut resp = http
+        .get(server.url("/stream?chunks=512&size=65536"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.headers().get("content-length").is_none(),
+        "stream must stay chunked"
+    );
+    let mut total = 0usize;
+    let mut frames = 0usize;
+    while let Some(chunk) = resp.chunk().await.unwrap() {
+        total += chunk.len();
+        frames += 1;
+    }
+    assert_eq!(
+        total,
+        512 * 65536 + 513,
+        "elements plus brackets and commas"
+    );
+    assert!(frames > 1);
+
+    let block = vec![b'x'; 1 << 20];
+    let upload =
+        futures_util::stream::iter((0..32).map(move |_| Ok::<_, std::io::Error>(block.clone())));
+    let resp = http
+        .post(server.url("/reqinfo"))
+        .body(sluice_testkit::reqwest::Body::wrap_stream(upload))
+        .send()
+        .await
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    let expected = hex::encode(sha2::Sha256::digest(vec![b'x'; 32 << 20]));
+    assert_eq!(info["body_length"], 32 << 20);
+    assert_eq!(info["body_sha256"], expected);
+    assert_eq!(info["chunked"], true);
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_cancels_the_upstream_request() {
+    // An upstream whose endless body tells us when it is dropped.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
+    let dropped_tx = Arc::new(std::sync::Mutex::new(Some(dropped_tx)));
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let service = hyper::service::service_fn(move |_req| {
+            let guard = DropSignal(dropped_tx.clone());
+            async move {
+                let body = futures_util::stream::unfold(guard, |g| async move {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    Some((
+                        Ok::<_, std::io::Error>(hyper::body::Frame::data(
+                            bytes::Bytes::from_static(b"tick\n"),
+                        )),
+                        g,
+                    ))
+                });
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                    http_body_util::StreamBody::new(body),
+                ))
+            }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+            .await;
+    });
+    let server = start_toml(&proxy_toml(
+        &format!(r#"servers = ["{addr}"]"#),
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let mut resp = client(Offer::Http1)
+        .get(server.url("/endless"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.chunk().await.unwrap().unwrap().as_ref(), b"tick\n");
+    drop(resp);
+    tokio::time::timeout(Duration::from_secs(10), dropped_rx)
+        .await
+        .expect("the upstream body was not dropped after the client left")
+        .unwrap();
+}
+
+struct DropSignal(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>>);
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.lock().unwrap().take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[tokio::test]
+async fn active_health_check_brings_a_server_back() {
+    let a = start_origin(Some("a")).await;
+    // Reserve a port for b, then free it: b is down at start.
+    let b_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let upstream = format!(
+        "servers = [\"{}\", \"{b_addr}\"]\n[upstreams.backend.health_check]\npath = \"/hello\"\ninterval = \"100ms\"\ntimeout = \"50ms\"\nrise = 1\nfall = 1",
+        a.addr
+    );
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let http = client(Offer::Http1);
+    // Once b is marked down, every request lands on a.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut consecutive_a = 0;
+    while consecutive_a < 20 {
+        assert!(Instant::now() < deadline, "b was never taken out");
+        let resp = http.get(server.url("/hello")).send().await.unwrap();
+        consecutive_a = if resp.headers().get("x-origin").is_some_and(|v| v == "a") {
+            consecutive_a + 1
+        } else {
+            0
+        };
+    }
+    // Start b on its port; the checker brings it back.
+    let listener = tokio::net::TcpListener::bind(b_addr).await.unwrap();
+    let b = sluice_origin::Origin::new(sluice_origin::OriginOptions {
+        name: Some("b".into()),
+    });
+    tokio::spawn(b.serve_tcp(listener, std::future::pending()));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "b never came back");
+        let resp = http.get(server.url("/hello")).send().await.unwrap();
+        if resp.headers().get("x-origin").is_some_and(|v| v == "b") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

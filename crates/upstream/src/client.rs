@@ -1,0 +1,67 @@
+//! The keep-alive client of one upstream group: hyper-util's pooled client over our
+//! [`Connector`], one pool per peer (keyed by the peer's synthetic authority).
+//!
+//! hyper-util's pool does what nginx's `keepalive` does (idle connections per peer, idle
+//! timeout, reuse after a complete response) and retries a request that was cancelled because a
+//! pooled connection turned out to be closed, so we use it rather than writing a pool.
+
+use std::time::Duration;
+
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::{Client, ResponseFuture};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use sluice_config::Upstream;
+use sluice_core::Body;
+
+use crate::connect::{ConnectObserver, Connector, peer_authority};
+
+/// Sends requests to the peers of one group over pooled connections.
+#[derive(Clone)]
+pub struct UpstreamClient {
+    client: Client<Connector, Body>,
+    /// `http://pN` per peer, built once.
+    bases: Vec<String>,
+}
+
+impl UpstreamClient {
+    pub fn new(config: &Upstream, observer: Option<ConnectObserver>) -> Self {
+        let addresses = config.servers.iter().map(|s| s.address.clone()).collect();
+        let connector = Connector::new(addresses, config.timeouts.connect, observer);
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .pool_idle_timeout(config.keepalive.idle_timeout)
+            .pool_max_idle_per_host(config.keepalive.max_idle)
+            .http2_only(config.http2)
+            // The Host header is set by the proxy; the URI's authority is only the pool key.
+            .set_host(false);
+        if config.http2 {
+            builder.http2_keep_alive_interval(Some(Duration::from_secs(30)));
+        }
+        let bases = (0..config.servers.len())
+            .map(|i| format!("http://{}", peer_authority(i)))
+            .collect();
+        Self {
+            client: builder.build(connector),
+            bases,
+        }
+    }
+
+    /// Send `req` (its URI in origin-form: path and query) to peer `index`.
+    pub fn send(
+        &self,
+        index: usize,
+        mut req: Request<Body>,
+    ) -> Result<ResponseFuture, http::Error> {
+        let base = self.bases.get(index).map_or("http://p0", String::as_str);
+        let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        let uri: Uri = format!("{base}{path}").parse()?;
+        *req.uri_mut() = uri;
+        Ok(self.client.request(req))
+    }
+}
+
+/// The response type the client yields.
+pub type UpstreamResponse = Response<Incoming>;

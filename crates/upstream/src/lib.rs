@@ -1,0 +1,14 @@
+//! The upstream side of the proxy: a [`Group`] of [`Peer`]s with their health, the balancing
+//! policies that pick one per request, and the connectors and keep-alive pool that reach them.
+//!
+//! Start reading at [`group`] (what the proxy calls), then [`peer`] and [`balance`].
+
+pub mod balance;
+pub mod client;
+pub mod connect;
+pub mod group;
+pub mod health;
+pub mod peer;
+
+pub use group::{Group, PickContext};
+pub use peer::{InFlight, Peer};
