@@ -1,23 +1,18 @@
 //! The access log: one line per finished response, in nginx's `combined` format or as JSON.
 //!
-//! A line is written when the response body ends (or is dropped because the client went away),
-//! so it carries the bytes actually sent, like nginx. Lines go through a channel to a writer thread
+//! A line is written when the response body ends (or is dropped because the client went away;
+//! see `observe.rs`), so it carries the bytes actually sent, like nginx. Lines go through a channel to a writer thread
 //! that flushes whenever the channel runs dry: request tasks never block on a file or terminal.
 //! When the log is off, none of this runs (benchmarks compare with nginx's `access_log off`).
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
-use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
-use http_body::{Frame, SizeHint};
 use sluice_config::{AccessLog, AccessLogFormat};
-use sluice_core::{Body, BoxError};
 
 /// The writer side of the access log.
 pub struct AccessLogger {
@@ -46,7 +41,8 @@ impl AccessLogger {
         Ok(Some(Arc::new(Self { tx, format })))
     }
 
-    fn write(&self, entry: &Entry, bytes_sent: u64) {
+    /// Queue the line for a finished response.
+    pub fn write(&self, entry: &Entry, bytes_sent: u64) {
         let line = match self.format {
             AccessLogFormat::Combined => entry.combined(bytes_sent),
             AccessLogFormat::Json => entry.json(bytes_sent),
@@ -180,70 +176,6 @@ fn escape(value: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
-}
-
-/// A response body that counts the bytes it yields and writes the log line when it ends or is
-/// dropped.
-pub struct LoggedBody {
-    inner: Body,
-    sent: u64,
-    pending: Option<(Entry, Arc<AccessLogger>)>,
-}
-
-impl LoggedBody {
-    pub fn new(inner: Body, entry: Entry, logger: Arc<AccessLogger>) -> Self {
-        Self {
-            inner,
-            sent: 0,
-            pending: Some((entry, logger)),
-        }
-    }
-
-    fn finish(&mut self) {
-        if let Some((entry, logger)) = self.pending.take() {
-            logger.write(&entry, self.sent);
-        }
-    }
-}
-
-impl http_body::Body for LoggedBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    this.sent += data.len() as u64;
-                }
-                if this.inner.is_end_stream() {
-                    this.finish();
-                }
-            }
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.finish(),
-            Poll::Pending => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for LoggedBody {
-    fn drop(&mut self) {
-        self.finish();
-    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
+use crate::metrics::ListenerMetrics;
 use crate::pipeline::{Client, Pipeline};
 
 /// Everything a listener's accept loop needs.
@@ -30,6 +31,7 @@ pub struct ListenerTask {
     pub tls: Option<TlsAcceptor>,
     pub protocols: Protocols,
     pub limits: ListenerLimits,
+    pub metrics: ListenerMetrics,
     pub pipeline: Arc<Pipeline>,
 }
 
@@ -94,6 +96,8 @@ pub async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        // Counted from accept, so connections still in their TLS handshake show as open.
+        let open = task.metrics.connection();
         let (task, builders, shutdown, guard) = (
             task.clone(),
             builders.clone(),
@@ -112,6 +116,7 @@ pub async fn accept_loop(
                 shutdown,
             )
             .await;
+            drop(open);
             drop(guard);
         });
     }
@@ -137,9 +142,13 @@ async fn serve_stream(
         match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(err)) => {
+                task.metrics.tls_handshake_failed();
                 return tracing::debug!(remote = %client.remote, "TLS handshake failed: {err}");
             }
-            Err(_) => return tracing::debug!(remote = %client.remote, "TLS handshake timed out"),
+            Err(_) => {
+                task.metrics.tls_handshake_failed();
+                return tracing::debug!(remote = %client.remote, "TLS handshake timed out");
+            }
         };
     let builder = match tls.get_ref().1.alpn_protocol() {
         Some(b"h2") => &builders.h2,

@@ -10,6 +10,7 @@ pub mod cert;
 pub mod cli;
 pub mod conn;
 pub mod metrics;
+pub mod observe;
 pub mod pipeline;
 pub mod proxy;
 pub mod responses;

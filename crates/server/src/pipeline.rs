@@ -13,7 +13,9 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use sluice_core::{Body, Error, Side};
 
-use crate::access_log::{AccessLogger, Entry, LoggedBody};
+use crate::access_log::{AccessLogger, Entry};
+use crate::metrics::RouteMetrics;
+use crate::observe::{self, Observer};
 use crate::responses;
 use crate::router::{Handler, Router, request_host};
 
@@ -22,6 +24,8 @@ pub struct Pipeline {
     pub router: Router,
     pub server_header: Option<HeaderValue>,
     pub access_log: Option<Arc<AccessLogger>>,
+    /// Metrics of requests that match no route.
+    pub unmatched: RouteMetrics,
 }
 
 /// What the connection knows about the client.
@@ -46,14 +50,18 @@ impl Pipeline {
                 req.headers(),
             )
         });
+        let mut bytes_in = None;
 
-        let mut response = match self.router.route(&req) {
-            None => responses::error_page(StatusCode::NOT_FOUND, None),
+        let (mut response, route_metrics) = match self.router.route(&req) {
+            None => (
+                responses::error_page(StatusCode::NOT_FOUND, None),
+                &self.unmatched,
+            ),
             Some(route) => {
                 if let Some(entry) = entry.as_mut() {
                     entry.route = Some(route.config.name.clone());
                 }
-                match &route.handler {
+                let response = match &route.handler {
                     Handler::Static(files) => {
                         match files.serve(req.method(), req.uri(), req.headers()).await {
                             Ok(response) => response,
@@ -65,13 +73,17 @@ impl Pipeline {
                         responses::redirect(redirect, req.uri(), request_host(&req).as_deref())
                     }
                     Handler::Proxy(proxy) => {
-                        let (method, uri) = (req.method().clone(), req.uri().clone());
-                        match proxy.handle(client, req).await {
+                        let (parts, body) = req.into_parts();
+                        let (body, counter) = observe::counted_request_body(body);
+                        bytes_in = counter;
+                        let (method, uri) = (parts.method.clone(), parts.uri.clone());
+                        match proxy.handle(client, Request::from_parts(parts, body)).await {
                             Ok(response) => response,
                             Err(err) => error_response_for(&err, &method, &uri),
                         }
                     }
-                }
+                };
+                (response, &route.metrics)
             }
         };
 
@@ -80,13 +92,22 @@ impl Pipeline {
                 .headers_mut()
                 .insert(header::SERVER, server.clone());
         }
-        match (entry, &self.access_log) {
+        let status = response.status();
+        let log = match (entry, &self.access_log) {
             (Some(mut entry), Some(logger)) => {
-                entry.status = response.status();
-                response.map(|body| Body::stream(LoggedBody::new(body, entry, logger.clone())))
+                entry.status = status;
+                Some((entry, logger.clone()))
             }
-            _ => response,
-        }
+            _ => None,
+        };
+        let observer = Observer {
+            route: route_metrics.clone(),
+            start,
+            status,
+            bytes_in,
+            log,
+        };
+        observe::observe(response, observer)
     }
 }
 

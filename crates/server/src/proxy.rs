@@ -14,15 +14,18 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, header};
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use sluice_config::{HostHeader, Proxy, Upstream, UpstreamAddress};
 use sluice_core::{Body, BoxError, Error, ErrorKind, Side};
 use sluice_http::headers::{self, Hop};
 use sluice_upstream::client::UpstreamClient;
+use sluice_upstream::health::active::address_label;
 use sluice_upstream::{Group, InFlight, PickContext};
 
+use crate::metrics::{UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics};
 use crate::pipeline::Client;
+use crate::server::RunningUpstream;
 
 /// A proxy route, ready to forward.
 pub struct ProxyHandler {
@@ -30,16 +33,20 @@ pub struct ProxyHandler {
     group: Arc<Group>,
     client: UpstreamClient,
     upstream: Upstream,
+    metrics: UpstreamMetrics,
+    /// Per peer, in peer order.
+    servers: Arc<[UpstreamServerMetrics]>,
 }
 
 impl ProxyHandler {
-    pub fn new(route: Proxy, group: Arc<Group>, client: UpstreamClient) -> Self {
-        let upstream = group.config().clone();
+    pub fn new(route: Proxy, upstream: &RunningUpstream) -> Self {
         Self {
             route,
-            group,
-            client,
-            upstream,
+            group: upstream.group.clone(),
+            client: upstream.client.clone(),
+            upstream: upstream.group.config().clone(),
+            metrics: upstream.metrics.clone(),
+            servers: upstream.server_metrics.clone(),
         }
     }
 
@@ -47,12 +54,12 @@ impl ProxyHandler {
     pub async fn handle(
         &self,
         client: Client,
-        req: Request<Incoming>,
+        req: Request<Body>,
     ) -> Result<Response<Body>, Error> {
         let started = Instant::now();
         let (mut parts, body) = req.into_parts();
         let host = crate::router::request_host_parts(&parts).map(|h| h.into_owned());
-        let pick_ctx_uri = parts.uri.clone();
+        let pick_uri = parts.uri.clone();
 
         headers::remove_hop_by_hop(&mut parts.headers);
         let hop = Hop {
@@ -66,10 +73,9 @@ impl ProxyHandler {
         parts.version = http::Version::HTTP_11;
 
         // An empty body can be sent again; a streamed one only once.
-        let mut body = if body.is_end_stream() {
-            None
-        } else {
-            Some(Body::stream(body))
+        let mut body = match body {
+            Body::Empty => None,
+            streamed => Some(streamed),
         };
         let replayable = body.is_none();
         let idempotent = parts.method.is_idempotent();
@@ -79,10 +85,11 @@ impl ProxyHandler {
         loop {
             let ctx = PickContext {
                 client_ip: client.remote.ip(),
-                uri: &pick_ctx_uri,
+                uri: &pick_uri,
                 headers: &parts.headers,
             };
             let Some(peer) = self.group.pick(&ctx, &tried) else {
+                self.metrics.no_peer_available();
                 return Err(last_error.unwrap_or_else(|| {
                     Error::new(
                         ErrorKind::BadGateway,
@@ -91,10 +98,21 @@ impl ProxyHandler {
                     )
                 }));
             };
+            if !tried.is_empty() {
+                self.metrics.retry();
+            }
+            let server_metrics = self.servers.get(peer.index());
             let guard = peer.start();
-            let mut attempt = Request::from_parts(parts.clone(), body.take().unwrap_or_default());
+            // Only a replayable request may need its head again; otherwise move it.
+            let head = if replayable {
+                parts.clone()
+            } else {
+                std::mem::replace(&mut parts, empty_parts())
+            };
+            let mut attempt = Request::from_parts(head, body.take().unwrap_or_default());
             self.set_host(&mut attempt, peer.address(), host.as_deref());
 
+            let sent_at = Instant::now();
             let sent = self.client.send(peer.index(), attempt).map_err(|e| {
                 Error::new(
                     ErrorKind::BadGateway,
@@ -104,38 +122,49 @@ impl ProxyHandler {
                 .with_source(e)
             })?;
             let outcome = tokio::time::timeout(self.upstream.timeouts.response_header, sent).await;
-            let server = sluice_upstream::health::active::address_label(peer.address());
             match outcome {
                 Ok(Ok(response)) => {
                     peer.report_success();
+                    if let Some(m) = server_metrics {
+                        m.response_time(sent_at.elapsed());
+                        m.request(UpstreamOutcome::for_status(response.status()));
+                    }
                     return Ok(self.response(response, guard));
                 }
                 Ok(Err(err)) => {
+                    let server = address_label(peer.address());
+                    if let Some(m) = server_metrics {
+                        m.request(if err.is_connect() {
+                            UpstreamOutcome::ConnectError
+                        } else {
+                            UpstreamOutcome::Reset
+                        });
+                    }
                     if peer.report_failure(Instant::now()) {
                         tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);
                     }
                     let safe = replayable && (err.is_connect() || idempotent);
                     tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err));
-                    last_error = Some(
-                        Error::new(
-                            ErrorKind::BadGateway,
-                            Side::Upstream,
-                            format!("upstream `{}` failed", self.group.name()),
-                        )
-                        .with_source(err),
-                    );
+                    let error = Error::new(
+                        ErrorKind::BadGateway,
+                        Side::Upstream,
+                        format!("upstream `{}` failed", self.group.name()),
+                    )
+                    .with_source(err);
                     tried.push(peer.index());
                     let within_budget = started.elapsed() < self.upstream.retry.budget;
                     if !(safe && within_budget && (tried.len() as u32) < self.upstream.retry.tries)
                     {
-                        return Err(last_error.unwrap_or_else(|| {
-                            Error::new(ErrorKind::BadGateway, Side::Upstream, "upstream failed")
-                        }));
+                        return Err(error);
                     }
+                    last_error = Some(error);
                 }
                 Err(_) => {
+                    if let Some(m) = server_metrics {
+                        m.request(UpstreamOutcome::Timeout);
+                    }
                     peer.report_failure(Instant::now());
-                    tracing::warn!(upstream = self.group.name(), %server, "no response within {:?}", self.upstream.timeouts.response_header);
+                    tracing::warn!(upstream = self.group.name(), server = %address_label(peer.address()), "no response within {:?}", self.upstream.timeouts.response_header);
                     return Err(Error::new(
                         ErrorKind::GatewayTimeout,
                         Side::Upstream,
@@ -177,6 +206,11 @@ impl ProxyHandler {
         };
         Response::from_parts(parts, Body::stream(body))
     }
+}
+
+/// A placeholder head left behind when the real one has been moved into the only attempt.
+fn empty_parts() -> http::request::Parts {
+    Request::new(()).into_parts().0
 }
 
 fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {

@@ -23,6 +23,8 @@ pub enum Handler {
 pub struct CompiledRoute {
     pub config: Route,
     pub handler: Handler,
+    /// Created at start-up so requests update them without a label lookup.
+    pub metrics: crate::metrics::RouteMetrics,
 }
 
 impl CompiledRoute {
@@ -30,6 +32,7 @@ impl CompiledRoute {
     pub fn compile(
         route: &Route,
         upstreams: &crate::server::Upstreams,
+        metrics: crate::metrics::RouteMetrics,
     ) -> Result<Self, sluice_core::Error> {
         let handler = match &route.action {
             Action::Static(cfg) => {
@@ -41,7 +44,7 @@ impl CompiledRoute {
             Action::Respond(fixed) => Handler::Respond(fixed.clone()),
             Action::Redirect(redirect) => Handler::Redirect(redirect.clone()),
             Action::Proxy(proxy) => {
-                let (group, client) = upstreams.get(&proxy.upstream).ok_or_else(|| {
+                let upstream = upstreams.get(&proxy.upstream).ok_or_else(|| {
                     sluice_core::Error::internal(
                         sluice_core::ErrorKind::Unavailable,
                         format!("upstream `{}` is not defined", proxy.upstream),
@@ -49,14 +52,14 @@ impl CompiledRoute {
                 })?;
                 Handler::Proxy(Box::new(crate::proxy::ProxyHandler::new(
                     proxy.clone(),
-                    group.clone(),
-                    client.clone(),
+                    upstream,
                 )))
             }
         };
         Ok(Self {
             config: route.clone(),
             handler,
+            metrics,
         })
     }
 }

@@ -12,6 +12,10 @@ use std::time::Duration;
 use sluice_config::Config;
 use sluice_upstream::Group;
 use sluice_upstream::client::UpstreamClient;
+use sluice_upstream::connect::ConnectObserver;
+use sluice_upstream::health::active::address_label;
+
+use crate::metrics::{Metrics, ServerState, UpstreamMetrics, UpstreamServerMetrics};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -46,22 +50,44 @@ pub struct BoundListener {
 /// A running server. Dropping it does not stop it; call [`RunningServer::shutdown`].
 pub struct RunningServer {
     listeners: Vec<BoundListener>,
+    admin_address: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     drained: mpsc::Receiver<()>,
 }
 
-/// The running group and pooled client of each upstream, by name.
-pub type Upstreams = HashMap<String, (Arc<Group>, UpstreamClient)>;
+/// A running upstream group: its peers and balancer, its pooled client, its metrics.
+pub struct RunningUpstream {
+    pub group: Arc<Group>,
+    pub client: UpstreamClient,
+    pub metrics: UpstreamMetrics,
+    /// Per peer, in peer order.
+    pub server_metrics: Arc<[UpstreamServerMetrics]>,
+}
+
+/// The running upstreams, by name.
+pub type Upstreams = HashMap<String, RunningUpstream>;
 
 /// Bind every listener and start serving.
 pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let upstreams = start_upstreams(config, &shutdown_rx);
+    let metrics = Metrics::new();
+    // Bind the admin listener first: a clash should stop start-up before anything runs.
+    let admin = match &config.admin {
+        Some(admin) => Some(TcpListener::bind(admin.address).await.map_err(|e| {
+            StartError(format!(
+                "admin listener: cannot listen on {}: {e}",
+                admin.address
+            ))
+        })?),
+        None => None,
+    };
+    let admin_address = admin.as_ref().and_then(|l| l.local_addr().ok());
+    let upstreams = start_upstreams(config, &metrics, &shutdown_rx);
     let routes = config
         .routes
         .iter()
         .map(|route| {
-            CompiledRoute::compile(route, &upstreams)
+            CompiledRoute::compile(route, &upstreams, metrics.route(&route.name))
                 .map(Arc::new)
                 .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))
         })
@@ -107,15 +133,25 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
             tls: acceptor,
             protocols: listener.protocols,
             limits: listener.limits.clone(),
+            metrics: metrics.listener(&listener.name),
             pipeline: Arc::new(Pipeline {
                 router: Router::for_listener(&routes, &listener.name),
                 server_header: config.server.server_header.clone(),
                 access_log: access_log.clone(),
+                unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
             }),
         });
     }
 
     let (drain, drained) = mpsc::channel(1);
+    if let (Some(listener), Some(address)) = (admin, admin_address) {
+        tracing::info!("admin: metrics at http://{address}/metrics");
+        tokio::spawn(crate::admin::serve(
+            listener,
+            metrics.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     for task in tasks {
         tokio::spawn(accept_loop(task, shutdown_rx.clone(), drain.clone()));
     }
@@ -125,17 +161,43 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
     }
     Ok(RunningServer {
         listeners: bound,
+        admin_address,
         shutdown,
         drained,
     })
 }
 
-/// Build each upstream group with its client, and start its active health checks.
-fn start_upstreams(config: &Config, shutdown: &watch::Receiver<bool>) -> Upstreams {
+/// Build each upstream group with its client and metrics, and start its active health checks.
+fn start_upstreams(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+    shutdown: &watch::Receiver<bool>,
+) -> Upstreams {
     let mut upstreams = HashMap::with_capacity(config.upstreams.len());
     for upstream in &config.upstreams {
         let group = Arc::new(Group::new(upstream));
-        let client = UpstreamClient::new(upstream, None);
+        let server_metrics: Arc<[UpstreamServerMetrics]> = group
+            .peers()
+            .iter()
+            .map(|peer| {
+                let label = address_label(peer.address());
+                let watched = peer.clone();
+                // Health and in-flight are read when Prometheus scrapes: passive health
+                // recovers by the clock, with no event to update a gauge from.
+                metrics.watch_upstream_server(&upstream.name, &label, move || ServerState {
+                    healthy: watched.is_available(std::time::Instant::now()),
+                    in_flight: watched.in_flight() as i64,
+                });
+                metrics.upstream_server(&upstream.name, &label)
+            })
+            .collect();
+        let observed = server_metrics.clone();
+        let observer: ConnectObserver = Arc::new(move |index, took| {
+            if let Some(server) = observed.get(index) {
+                server.connect_time(took);
+            }
+        });
+        let client = UpstreamClient::new(upstream, Some(observer));
         if let Some(check) = &upstream.health_check {
             tokio::spawn(sluice_upstream::health::active::run(
                 group.clone(),
@@ -145,7 +207,13 @@ fn start_upstreams(config: &Config, shutdown: &watch::Receiver<bool>) -> Upstrea
                 shutdown.clone(),
             ));
         }
-        upstreams.insert(upstream.name.clone(), (group, client));
+        let running = RunningUpstream {
+            group,
+            client,
+            metrics: metrics.upstream(&upstream.name),
+            server_metrics,
+        };
+        upstreams.insert(upstream.name.clone(), running);
     }
     upstreams
 }
@@ -153,6 +221,11 @@ fn start_upstreams(config: &Config, shutdown: &watch::Receiver<bool>) -> Upstrea
 impl RunningServer {
     pub fn listeners(&self) -> &[BoundListener] {
         &self.listeners
+    }
+
+    /// The bound address of the admin listener, if configured.
+    pub fn admin_address(&self) -> Option<SocketAddr> {
+        self.admin_address
     }
 
     /// The bound address of the listener called `name`.

@@ -16,6 +16,7 @@ mod histogram;
 mod labels;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +37,8 @@ use labels::{
     BuildLabels, ListenerLabels, RouteCodeLabels, RouteLabels, ServerLabels, ServerOutcomeLabels,
     UpstreamLabels,
 };
+pub use watch::ServerState;
+use watch::Watches;
 
 // The names as they appear in the exposition and in PromQL. Counters end in `_total` and units
 // are spelled in the name (Prometheus conventions); `register` derives the OpenMetrics family
@@ -101,6 +104,8 @@ pub struct Metrics {
     connections_open: Family<ListenerLabels, Gauge>,
     connections: Family<ListenerLabels, Counter>,
     tls_failures: Family<ListenerLabels, Counter>,
+    /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
+    watches: Watches,
     /// Length of the last rendering, so the next one allocates its buffer once.
     last_render_len: AtomicUsize,
 }
@@ -189,6 +194,7 @@ impl Metrics {
             connections_open,
             connections,
             tls_failures,
+            watches: Watches::default(),
             last_render_len: AtomicUsize::new(4096),
         })
     }
@@ -249,6 +255,27 @@ impl Metrics {
         }
     }
 
+    /// Read `sluice_upstream_server_healthy` and `sluice_upstream_in_flight` for this server
+    /// from `read` at every scrape, instead of setting them per event: the peer already tracks
+    /// both, and passive health recovers with time, not with an event. Registering the same
+    /// server again (a reload) replaces its reader. Do not also call
+    /// [`UpstreamServerMetrics::set_healthy`] / [`UpstreamServerMetrics::in_flight`] for it.
+    pub fn watch_upstream_server(
+        &self,
+        upstream: &str,
+        server: &str,
+        read: impl Fn() -> ServerState + Send + Sync + 'static,
+    ) {
+        let labels = ServerLabels {
+            upstream: upstream.to_owned(),
+            server: server.to_owned(),
+        };
+        let healthy = self.upstream_healthy.get_or_create_owned(&labels);
+        let in_flight = self.upstream_in_flight.get_or_create_owned(&labels);
+        self.watches
+            .insert(labels, healthy, in_flight, Box::new(read));
+    }
+
     /// Handles for an upstream group as a whole.
     pub fn upstream(&self, upstream: &str) -> UpstreamMetrics {
         let labels = UpstreamLabels {
@@ -278,6 +305,7 @@ impl Metrics {
         // Room for the page to have grown a little since last time, so it is allocated once.
         let hint = self.last_render_len.load(Ordering::Relaxed);
         let mut out = String::with_capacity(hint + hint / 8);
+        self.watches.refresh();
         // Writing to a String cannot fail; an error here would be a bug in the encoder, and a
         // partial page is more useful to an operator than none.
         if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {

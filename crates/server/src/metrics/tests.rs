@@ -213,3 +213,37 @@ fn outcome_for_status() {
         assert_eq!(outcome as usize, i, "ALL must follow declaration order");
     }
 }
+
+#[test]
+fn watched_servers_are_read_at_scrape_time() {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+    let m = Metrics::new();
+    let up = Arc::new(AtomicBool::new(true));
+    let busy = Arc::new(AtomicI64::new(3));
+    let (u, b) = (up.clone(), busy.clone());
+    m.watch_upstream_server("u", "s:1", move || ServerState {
+        healthy: u.load(Ordering::Relaxed),
+        in_flight: b.load(Ordering::Relaxed),
+    });
+    let s1 = [("upstream", "u"), ("server", "s:1")];
+    let text = m.render();
+    assert_eq!(sample(&text, UPSTREAM_SERVER_HEALTHY, &s1), Some(1.0));
+    assert_eq!(sample(&text, UPSTREAM_IN_FLIGHT, &s1), Some(3.0));
+
+    // No event in between: the next scrape sees the state as it is then.
+    up.store(false, Ordering::Relaxed);
+    busy.store(0, Ordering::Relaxed);
+    let text = m.render();
+    assert_eq!(sample(&text, UPSTREAM_SERVER_HEALTHY, &s1), Some(0.0));
+    assert_eq!(sample(&text, UPSTREAM_IN_FLIGHT, &s1), Some(0.0));
+
+    // A reload registers the server again: the new reader replaces the old one.
+    m.watch_upstream_server("u", "s:1", || ServerState {
+        healthy: true,
+        in_flight: 7,
+    });
+    let text = m.render();
+    assert_eq!(sample(&text, UPSTREAM_SERVER_HEALTHY, &s1), Some(1.0));
+    assert_eq!(sample(&text, UPSTREAM_IN_FLIGHT, &s1), Some(7.0));
+}

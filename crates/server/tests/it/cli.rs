@@ -237,3 +237,63 @@ fn serve_with_a_bad_config_says_what_is_wrong() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("sluice.toml:2:1"), "{stderr}");
 }
+
+#[tokio::test]
+async fn demo_balances_two_origins_and_serves_metrics() {
+    let (child, addr) =
+        spawn_listening(&["demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
+    let http = sluice_testkit::client(sluice_testkit::Offer::Http1);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..4 {
+        let resp = http
+            .get(format!("http://{addr}/what-date-is-it"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        seen.insert(resp.headers()["x-origin"].to_str().unwrap().to_string());
+        let records: serde_json::Value =
+            serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+        assert_eq!(records.as_array().unwrap().len(), 10_000);
+    }
+    assert_eq!(seen.len(), 2, "round robin over both origins: {seen:?}");
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn reverse_proxy_command_forwards_to_a_unix_socket() {
+    let temp = tempfile::tempdir().unwrap();
+    let sock = temp.path().join("app.sock");
+    let listener = tokio::net::UnixListener::bind(&sock).unwrap();
+    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions {
+        name: Some("u".into()),
+    });
+    tokio::spawn(origin.serve_unix(listener, std::future::pending()));
+    let to = format!("unix:{}", sock.display());
+    let (child, addr) = spawn_listening(&["reverse-proxy", "--listen", "127.0.0.1:0", "--to", &to]);
+    let resp = sluice_testkit::client(sluice_testkit::Offer::Http2)
+        .get(format!("http://{addr}/hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-origin"], "u");
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
+}
+
+#[test]
+fn reverse_proxy_rejects_a_bad_address() {
+    let out = sluice()
+        .args(["reverse-proxy", "--to", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected host:port"));
+}

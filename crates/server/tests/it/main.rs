@@ -10,6 +10,7 @@
 mod cli;
 mod lifecycle;
 mod listeners;
+mod metrics;
 mod proxy;
 mod robustness;
 mod routes;
