@@ -401,6 +401,10 @@ pub struct Keepalive {
     pub max_idle: usize,
     /// How long an idle connection is kept.
     pub idle_timeout: Duration,
+    /// Requests sent over one connection before it is closed (nginx `keepalive_requests`);
+    /// 0 = no limit, the default: nginx recycles connections to bound memory that grows per
+    /// connection, which hyper's pool does not; a limit helps rebalance behind L4 balancers.
+    pub max_requests: u32,
 }
 
 impl Default for Keepalive {
@@ -408,6 +412,7 @@ impl Default for Keepalive {
         Self {
             max_idle: 64,
             idle_timeout: Duration::from_secs(60),
+            max_requests: 0,
         }
     }
 }

@@ -2,13 +2,13 @@
 //! both bodies, retry elsewhere when that is safe, and map failures to 502/504.
 //!
 //! Retry rules: a request is tried on another peer when the connection failed, or the peer reset
-//! it before any response, and the request can be replayed: its body is empty (every GET, HEAD,
-//! OPTIONS...; a body already streamed to a peer cannot be sent again) and, for a reset after
-//! sending, its method is idempotent. Attempts are bounded by `retry.tries` and `retry.budget`;
+//! it before any response, and nothing of it can have been acted on: either no byte of its body
+//! was sent yet (the body waits in a slot that the first attempt to read it empties), or it has
+//! no body and the connection never opened or the method is idempotent. Attempts are bounded by `retry.tries` and `retry.budget`;
 //! a timeout is not retried (504), and nothing is retried once a response has started.
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -72,12 +72,12 @@ impl ProxyHandler {
         headers::apply_edits(&mut parts.headers, &self.route.request_headers);
         parts.version = http::Version::HTTP_11;
 
-        // An empty body can be sent again; a streamed one only once.
-        let mut body = match body {
+        // A streamed body goes into a slot that the first attempt to poll it empties: if an
+        // attempt fails before that, the body is still there for the next peer.
+        let body = match body {
             Body::Empty => None,
-            streamed => Some(streamed),
+            streamed => Some(Arc::new(Mutex::new(Some(streamed)))),
         };
-        let replayable = body.is_none();
         let idempotent = parts.method.is_idempotent();
 
         let mut tried: Vec<usize> = Vec::new();
@@ -103,13 +103,21 @@ impl ProxyHandler {
             }
             let server_metrics = self.servers.get(peer.index());
             let guard = peer.start();
-            // Only a replayable request may need its head again; otherwise move it.
-            let head = if replayable {
-                parts.clone()
-            } else {
+            // A retry needs the head again; the last possible attempt can have it moved.
+            let last_try = tried.len() as u32 + 1 >= self.upstream.retry.tries;
+            let head = if last_try {
                 std::mem::replace(&mut parts, empty_parts())
+            } else {
+                parts.clone()
             };
-            let mut attempt = Request::from_parts(head, body.take().unwrap_or_default());
+            let attempt_body = match &body {
+                None => Body::Empty,
+                Some(slot) => Body::stream(SlotBody {
+                    slot: slot.clone(),
+                    taken: None,
+                }),
+            };
+            let mut attempt = Request::from_parts(head, attempt_body);
             self.set_host(&mut attempt, peer.address(), host.as_deref());
 
             let sent_at = Instant::now();
@@ -143,7 +151,13 @@ impl ProxyHandler {
                     if peer.report_failure(Instant::now()) {
                         tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);
                     }
-                    let safe = replayable && (err.is_connect() || idempotent);
+                    // The request can go elsewhere if nothing of it can have been acted on: no
+                    // byte of its body sent (whatever the method), or no body and either the
+                    // connection never opened or the method is idempotent.
+                    let safe = match &body {
+                        Some(slot) => slot.lock().map(|b| b.is_some()).unwrap_or(false),
+                        None => err.is_connect() || idempotent,
+                    };
                     tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err));
                     let error = Error::new(
                         ErrorKind::BadGateway,
@@ -205,6 +219,52 @@ impl ProxyHandler {
             timer: None,
         };
         Response::from_parts(parts, Body::stream(body))
+    }
+}
+
+/// The request body as one attempt sees it: taken from the shared slot on first poll, so a
+/// failed attempt that never polled it leaves it for the next one.
+struct SlotBody {
+    slot: Arc<Mutex<Option<Body>>>,
+    taken: Option<Body>,
+}
+
+impl SlotBody {
+    fn body(&mut self) -> Option<&mut Body> {
+        if self.taken.is_none() {
+            self.taken = self.slot.lock().ok().and_then(|mut b| b.take());
+        }
+        self.taken.as_mut()
+    }
+}
+
+impl http_body::Body for SlotBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut().body() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(Some(Err(
+                "the request body was already sent to another server".into(),
+            ))),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        // hyper reads this before polling, to choose Content-Length or chunked.
+        match &self.taken {
+            Some(body) => body.size_hint(),
+            None => self
+                .slot
+                .lock()
+                .ok()
+                .and_then(|b| b.as_ref().map(|b| b.size_hint()))
+                .unwrap_or_default(),
+        }
     }
 }
 

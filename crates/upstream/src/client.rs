@@ -9,17 +9,23 @@ use std::time::Duration;
 
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::{Client, ResponseFuture};
+use std::future::Future;
+use std::sync::atomic::Ordering;
+
+use hyper_util::client::legacy::connect::capture_connection;
+use hyper_util::client::legacy::{self, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use sluice_config::Upstream;
 use sluice_core::Body;
 
-use crate::connect::{ConnectObserver, Connector, peer_authority};
+use crate::connect::{ConnectObserver, ConnectionUses, Connector, peer_authority};
 
 /// Sends requests to the peers of one group over pooled connections.
 #[derive(Clone)]
 pub struct UpstreamClient {
     client: Client<Connector, Body>,
+    /// Retire a connection after this many requests (0 = never).
+    max_requests: u32,
     /// `http://pN` per peer, built once.
     bases: Vec<String>,
 }
@@ -45,6 +51,7 @@ impl UpstreamClient {
             .collect();
         Self {
             client: builder.build(connector),
+            max_requests: config.keepalive.max_requests,
             bases,
         }
     }
@@ -54,12 +61,29 @@ impl UpstreamClient {
         &self,
         index: usize,
         mut req: Request<Body>,
-    ) -> Result<ResponseFuture, http::Error> {
+    ) -> Result<
+        impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
+        http::Error,
+    > {
         let base = self.bases.get(index).map_or("http://p0", String::as_str);
         let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
         let uri: Uri = format!("{base}{path}").parse()?;
         *req.uri_mut() = uri;
-        Ok(self.client.request(req))
+        let max = self.max_requests;
+        // The capture is what lets us tell hyper's pool not to reuse a connection.
+        let capture = (max > 0).then(|| capture_connection(&mut req));
+        let pending = self.client.request(req);
+        Ok(async move {
+            let response = pending.await?;
+            if let (Some(capture), Some(uses)) =
+                (capture, response.extensions().get::<ConnectionUses>())
+                && uses.0.fetch_add(1, Ordering::Relaxed) + 1 >= max
+                && let Some(connected) = capture.connection_metadata().as_ref()
+            {
+                connected.poison();
+            }
+            Ok(response)
+        })
     }
 }
 

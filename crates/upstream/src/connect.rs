@@ -8,6 +8,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -64,9 +65,11 @@ impl Connector {
                 UpstreamAddress::Tcp(host_port) => {
                     let stream = TcpStream::connect(host_port.as_str()).await?;
                     stream.set_nodelay(true)?;
-                    Ok::<_, io::Error>(Stream::Tcp(stream))
+                    Ok::<_, io::Error>(Stream::new(Io::Tcp(stream)))
                 }
-                UpstreamAddress::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await?)),
+                UpstreamAddress::Unix(path) => {
+                    Ok(Stream::new(Io::Unix(UnixStream::connect(path).await?)))
+                }
             }
         };
         let stream = tokio::time::timeout(self.timeout, connecting)
@@ -107,15 +110,34 @@ impl tower_service::Service<http::Uri> for Connector {
     }
 }
 
-/// A connection to a peer.
-pub enum Stream {
+/// A connection to a peer, with the count of requests it has carried.
+pub struct Stream {
+    io: Io,
+    uses: ConnectionUses,
+}
+
+enum Io {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
 
+/// Requests sent over one connection; hyper copies it into every response's extensions, so
+/// the client can retire a connection after `keepalive.max_requests`.
+#[derive(Clone, Default)]
+pub struct ConnectionUses(pub Arc<AtomicU32>);
+
+impl Stream {
+    fn new(io: Io) -> Self {
+        Self {
+            io,
+            uses: ConnectionUses::default(),
+        }
+    }
+}
+
 impl Connection for Stream {
     fn connected(&self) -> Connected {
-        Connected::new()
+        Connected::new().extra(self.uses.clone())
     }
 }
 
@@ -125,9 +147,9 @@ impl AsyncRead for Stream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        match &mut self.get_mut().io {
+            Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -138,9 +160,9 @@ impl AsyncWrite for Stream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        match &mut self.get_mut().io {
+            Io::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -149,30 +171,30 @@ impl AsyncWrite for Stream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        match &mut self.get_mut().io {
+            Io::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            Stream::Tcp(s) => s.is_write_vectored(),
-            Stream::Unix(s) => s.is_write_vectored(),
+        match &self.io {
+            Io::Tcp(s) => s.is_write_vectored(),
+            Io::Unix(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+        match &mut self.get_mut().io {
+            Io::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Io::Unix(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        match &mut self.get_mut().io {
+            Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

@@ -86,8 +86,13 @@ impl Peer {
         self.passive.report_success();
     }
 
-    /// Active health result: `false` takes the peer out until it is set `true` again.
+    /// Active health result: `false` takes the peer out until it is set `true` again. `true`
+    /// also ends a passive ejection: `rise` passing checks are stronger evidence than the
+    /// failures real traffic saw while the server was down.
     pub fn set_healthy(&self, healthy: bool) {
+        if healthy {
+            self.passive.reset();
+        }
         self.healthy.store(healthy, Ordering::Relaxed);
     }
 

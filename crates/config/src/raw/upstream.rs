@@ -38,6 +38,7 @@ pub(crate) struct RawServerTable {
 pub(crate) struct RawKeepalive {
     pub max_idle: Option<Spanned<Scalar>>,
     pub idle_timeout: Option<Spanned<Scalar>>,
+    pub max_requests: Option<Spanned<Scalar>>,
 }
 
 /// `[upstreams.NAME.timeouts]`

@@ -32,9 +32,17 @@ pub(super) fn keepalive(cx: &mut Cx<'_>, path: &KeyPath, raw: Option<RawKeepaliv
         d.idle_timeout,
         Some(zero),
     );
+    let max_requests = cx.count(
+        &path.key("max_requests"),
+        raw.max_requests.as_ref(),
+        u64::from(d.max_requests),
+        (0, u64::from(u32::MAX)),
+        Some("0 means no limit"),
+    );
     Keepalive {
         max_idle: usize::try_from(max_idle).unwrap_or(d.max_idle),
         idle_timeout,
+        max_requests: u32::try_from(max_requests).unwrap_or(d.max_requests),
     }
 }
 

@@ -441,3 +441,60 @@ async fn active_health_check_brings_a_server_back() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_post_whose_body_was_not_sent_is_retried_elsewhere() {
+    use sha2::Digest;
+    let live = start_origin(Some("live")).await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    // max_fails = 0 keeps the dead server in rotation, so every other request meets it first.
+    let upstream = format!(
+        r#"servers = [{{ address = "{dead}", max_fails = 0 }}, "{}"]"#,
+        live.addr
+    );
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let http = client(Offer::Http1);
+    let body = vec![7u8; 100_000];
+    let expected = hex::encode(sha2::Sha256::digest(&body));
+    for _ in 0..6 {
+        let resp = http
+            .post(server.url("/reqinfo"))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let info: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+        assert_eq!(info["body_sha256"], expected);
+        assert_eq!(info["content_length"], 100_000);
+    }
+}
+
+#[tokio::test]
+async fn max_requests_retires_upstream_connections() {
+    let (addr, accepted) = counting_origin().await;
+    let upstream =
+        format!("servers = [\"{addr}\"]\n[upstreams.backend.keepalive]\nmax_requests = 10");
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let http = client(Offer::Http1);
+    for _ in 0..100 {
+        let resp = http.get(server.url("/hello")).send().await.unwrap();
+        assert_eq!(resp.bytes().await.unwrap().len(), 120);
+    }
+    let opened = accepted.load(Ordering::SeqCst);
+    assert!(
+        (10..=12).contains(&opened),
+        "100 requests at 10 per connection opened {opened}"
+    );
+}

@@ -106,6 +106,14 @@ impl Passive {
         self.dirty.store(false, Ordering::Relaxed);
     }
 
+    /// Forget failures and end an ejection: an active health check just proved the peer well.
+    pub fn reset(&self) {
+        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
+        window.fails = 0;
+        self.out_until.store(0, Ordering::Release);
+        self.dirty.store(false, Ordering::Relaxed);
+    }
+
     fn nanos(&self, now: Instant) -> u64 {
         let since = now.saturating_duration_since(self.epoch);
         u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
@@ -117,6 +125,18 @@ mod tests {
     use super::*;
 
     const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn reset_ends_an_ejection_at_once() {
+        let p = Passive::new(1, 10 * SECOND);
+        let t0 = Instant::now();
+        assert!(p.report_failure(t0));
+        assert!(p.is_out(t0 + SECOND));
+        p.reset();
+        assert!(!p.is_out(t0 + SECOND));
+        // Counting starts afresh: the next failure ejects again (max_fails = 1).
+        assert!(p.report_failure(t0 + 2 * SECOND));
+    }
 
     fn passive(max_fails: u32, timeout_secs: u64) -> (Passive, Instant) {
         let p = Passive::new(max_fails, Duration::from_secs(timeout_secs));
