@@ -349,13 +349,15 @@ pub fn run_server(config: Config) -> ExitCode {
         Err(e) => return fail(&format!("starting the runtime: {e}")),
     };
     rt.block_on(async move {
+        let mut signals = match Signals::install() {
+            Ok(signals) => signals,
+            Err(e) => return fail(&format!("installing signal handlers: {e}")),
+        };
         let server = match crate::start(&config).await {
             Ok(server) => server,
             Err(e) => return fail(&e.to_string()),
         };
-        if let Err(e) = wait_for_signal().await {
-            return fail(&format!("installing signal handlers: {e}"));
-        }
+        signals.recv().await;
         tracing::info!(
             "shutting down: draining in-flight requests (up to {:?})",
             config.server.shutdown_timeout
@@ -367,7 +369,7 @@ pub fn run_server(config: Config) -> ExitCode {
                 }
                 ExitCode::SUCCESS
             }
-            _ = wait_for_signal() => {
+            _ = signals.recv() => {
                 tracing::warn!("second signal: exiting without waiting");
                 ExitCode::from(130)
             }
@@ -375,16 +377,30 @@ pub fn run_server(config: Config) -> ExitCode {
     })
 }
 
-/// Resolve on SIGTERM or SIGINT.
-async fn wait_for_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, caught from the moment of [`Signals::install`]: installed before
+/// anything listens, so a signal that arrives as soon as the address is printed still drains
+/// instead of killing the process.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
     }
-    Ok(())
+
+    /// Resolve on the next SIGTERM or SIGINT.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }
 
 fn run_origin(args: OriginArgs) -> ExitCode {
@@ -397,6 +413,10 @@ fn run_origin(args: OriginArgs) -> ExitCode {
         Err(e) => return fail(&format!("starting the runtime: {e}")),
     };
     rt.block_on(async move {
+        let mut signals = match Signals::install() {
+            Ok(signals) => signals,
+            Err(e) => return fail(&format!("installing signal handlers: {e}")),
+        };
         let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions { name: args.name });
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
@@ -427,9 +447,7 @@ fn run_origin(args: OriginArgs) -> ExitCode {
                     .serve_unix(listener, signalled(stopped.clone())),
             ));
         }
-        if let Err(e) = wait_for_signal().await {
-            return fail(&format!("installing signal handlers: {e}"));
-        }
+        signals.recv().await;
         let _ = stop.send(true);
         for task in tasks {
             let _ = task.await;
@@ -460,6 +478,10 @@ fn run_demo(args: DemoArgs) -> ExitCode {
         Err(e) => return fail(&format!("starting the runtime: {e}")),
     };
     rt.block_on(async move {
+        let mut signals = match Signals::install() {
+            Ok(signals) => signals,
+            Err(e) => return fail(&format!("installing signal handlers: {e}")),
+        };
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut servers = Vec::new();
         for name in ["origin-a", "origin-b"] {
@@ -514,9 +536,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             args.admin
         );
         println!("Ctrl-C stops it.");
-        if let Err(e) = wait_for_signal().await {
-            return fail(&format!("installing signal handlers: {e}"));
-        }
+        signals.recv().await;
         let _ = stop.send(true);
         server.shutdown(config.server.shutdown_timeout).await;
         ExitCode::SUCCESS
