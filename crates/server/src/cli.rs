@@ -341,18 +341,30 @@ fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
     builder.enable_all().thread_name("sluice-worker").build()
 }
 
-/// Run a server until SIGTERM/SIGINT, then drain.
-pub fn run_server(config: Config) -> ExitCode {
-    init_tracing(&config.log.level);
-    let rt = match runtime(config.server.workers) {
+/// Set up diagnostics and a runtime with `workers` threads, install the signal handlers, and
+/// run `serve` with them: the shared frame of every command that serves until a signal.
+fn with_runtime<F, Fut>(log_level: &str, workers: Option<usize>, serve: F) -> ExitCode
+where
+    F: FnOnce(Signals) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    init_tracing(log_level);
+    let rt = match runtime(workers) {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("starting the runtime: {e}")),
     };
     rt.block_on(async move {
-        let mut signals = match Signals::install() {
-            Ok(signals) => signals,
-            Err(e) => return fail(&format!("installing signal handlers: {e}")),
-        };
+        match Signals::install() {
+            Ok(signals) => serve(signals).await,
+            Err(e) => fail(&format!("installing signal handlers: {e}")),
+        }
+    })
+}
+
+/// Run a server until SIGTERM/SIGINT, then drain.
+pub fn run_server(config: Config) -> ExitCode {
+    let (level, workers) = (config.log.level.clone(), config.server.workers);
+    with_runtime(&level, workers, |mut signals| async move {
         let server = match crate::start(&config).await {
             Ok(server) => server,
             Err(e) => return fail(&e.to_string()),
@@ -404,19 +416,11 @@ impl Signals {
 }
 
 fn run_origin(args: OriginArgs) -> ExitCode {
-    init_tracing(&args.common.log_level);
     if args.listen.is_none() && args.unix.is_none() {
         return fail("give --listen ADDR and/or --unix PATH");
     }
-    let rt = match runtime(args.common.workers) {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("starting the runtime: {e}")),
-    };
-    rt.block_on(async move {
-        let mut signals = match Signals::install() {
-            Ok(signals) => signals,
-            Err(e) => return fail(&format!("installing signal handlers: {e}")),
-        };
+    let (level, workers) = (args.common.log_level.clone(), args.common.workers);
+    with_runtime(&level, workers, |mut signals| async move {
         let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions { name: args.name });
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
@@ -472,16 +476,8 @@ fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
 }
 
 fn run_demo(args: DemoArgs) -> ExitCode {
-    init_tracing(&args.common.log_level);
-    let rt = match runtime(args.common.workers) {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("starting the runtime: {e}")),
-    };
-    rt.block_on(async move {
-        let mut signals = match Signals::install() {
-            Ok(signals) => signals,
-            Err(e) => return fail(&format!("installing signal handlers: {e}")),
-        };
+    let (level, workers) = (args.common.log_level.clone(), args.common.workers);
+    with_runtime(&level, workers, |mut signals| async move {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut servers = Vec::new();
         for name in ["origin-a", "origin-b"] {

@@ -150,14 +150,7 @@ pub fn client(offer: Offer) -> reqwest::Client {
 /// by ALPN.
 pub fn tls_client(offer: Offer) -> reqwest::Client {
     install_crypto_provider();
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .dangerous()
-    .with_custom_certificate_verifier(Arc::new(AcceptAnyCert))
-    .with_no_client_auth();
+    let mut tls = insecure_tls_config();
     tls.alpn_protocols = match offer {
         Offer::Http1 => vec![b"http/1.1".to_vec()],
         Offer::Both => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
@@ -169,6 +162,16 @@ pub fn tls_client(offer: Offer) -> reqwest::Client {
         .use_preconfigured_tls(tls)
         .build()
         .unwrap()
+}
+
+/// A rustls client configuration that accepts any server certificate, no ALPN set.
+pub fn insecure_tls_config() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCert))
+        .with_no_client_auth()
 }
 
 /// Test-only verifier: accepts every server certificate.
