@@ -35,6 +35,8 @@ pub enum ErrorKind {
     NotFound,
     /// The method is not allowed for this route.
     MethodNotAllowed,
+    /// The client stopped sending its request (body) for longer than allowed.
+    RequestTimeout,
     /// A `Range` header that cannot be satisfied for this representation.
     RangeNotSatisfiable,
     /// The request body is larger than allowed.
@@ -118,6 +120,7 @@ impl Error {
             ErrorKind::Forbidden => StatusCode::FORBIDDEN,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorKind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
             ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -112,10 +112,18 @@ impl ProxyHandler {
             };
             let attempt_body = match &body {
                 None => Body::Empty,
-                Some(slot) => Body::stream(SlotBody {
-                    slot: slot.clone(),
-                    taken: None,
-                }),
+                Some(slot) => {
+                    let body = SlotBody {
+                        slot: slot.clone(),
+                        taken: None,
+                    };
+                    Body::stream(IdleTimeout::new(
+                        body,
+                        self.upstream.timeouts.idle,
+                        Side::Downstream,
+                        None,
+                    ))
+                }
             };
             let mut attempt = Request::from_parts(head, attempt_body);
             self.set_host(&mut attempt, peer.address(), host.as_deref());
@@ -138,6 +146,16 @@ impl ProxyHandler {
                         m.request(UpstreamOutcome::for_status(response.status()));
                     }
                     return Ok(self.response(response, guard));
+                }
+                Ok(Err(err)) if client_stalled(&err) => {
+                    // The client's fault, not the server's: no failure counted, no retry.
+                    return Err(Error::downstream(
+                        ErrorKind::RequestTimeout,
+                        format!(
+                            "the request body stalled for more than {:?}",
+                            self.upstream.timeouts.idle
+                        ),
+                    ));
                 }
                 Ok(Err(err)) => {
                     let server = address_label(peer.address());
@@ -212,12 +230,12 @@ impl ProxyHandler {
         headers::remove_hop_by_hop(&mut parts.headers);
         headers::add_via(&mut parts.headers, headers::via_version(parts.version));
         headers::apply_edits(&mut parts.headers, &self.route.response_headers);
-        let body = UpstreamBody {
-            inner: body,
-            _in_flight: guard,
-            idle: self.upstream.timeouts.idle,
-            timer: None,
-        };
+        let body = IdleTimeout::new(
+            body,
+            self.upstream.timeouts.idle,
+            Side::Upstream,
+            Some(guard),
+        );
         Response::from_parts(parts, Body::stream(body))
     }
 }
@@ -284,17 +302,70 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The upstream's response body on its way downstream: keeps the peer's in-flight count until
-/// it ends, and fails (cutting the downstream response short, never passing it off as complete)
-/// when the upstream stalls longer than the idle timeout.
-struct UpstreamBody {
-    inner: Incoming,
-    _in_flight: InFlight,
+/// The error of a body on which nothing arrived for too long.
+#[derive(Debug)]
+struct Stalled {
+    side: Side,
     idle: Duration,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl http_body::Body for UpstreamBody {
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = if self.side == Side::Downstream {
+            "client request"
+        } else {
+            "upstream response"
+        };
+        write!(f, "{who} body stalled for {:?}", self.idle)
+    }
+}
+
+impl std::error::Error for Stalled {}
+
+/// Whether `err` was caused by the client's request body stalling.
+fn client_stalled(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if e.downcast_ref::<Stalled>()
+            .is_some_and(|s| s.side == Side::Downstream)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// A body that fails when no frame arrives for `idle`: the upstream's response (cutting the
+/// downstream response short, never passing it off as complete) and the client's request body
+/// on its way upstream (so a stalled upload cannot pin a pooled connection). Holds the peer's
+/// in-flight count, when given, until the body is done.
+struct IdleTimeout<B> {
+    inner: B,
+    idle: Duration,
+    /// Which side stalled, for the error.
+    side: Side,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    _in_flight: Option<InFlight>,
+}
+
+impl<B> IdleTimeout<B> {
+    fn new(inner: B, idle: Duration, side: Side, in_flight: Option<InFlight>) -> Self {
+        Self {
+            inner,
+            idle,
+            side,
+            timer: None,
+            _in_flight: in_flight,
+        }
+    }
+}
+
+impl<B> http_body::Body for IdleTimeout<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
     type Data = Bytes;
     type Error = BoxError;
 
@@ -314,10 +385,10 @@ impl http_body::Body for UpstreamBody {
                     .timer
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
                 match timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Some(Err(format!(
-                        "upstream body stalled for {idle:?}"
-                    )
-                    .into()))),
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(Stalled {
+                        side: this.side,
+                        idle,
+                    })))),
                     Poll::Pending => Poll::Pending,
                 }
             }

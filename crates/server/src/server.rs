@@ -179,17 +179,7 @@ fn start_upstreams(
         let server_metrics: Arc<[UpstreamServerMetrics]> = group
             .peers()
             .iter()
-            .map(|peer| {
-                let label = address_label(peer.address());
-                let watched = peer.clone();
-                // Health and in-flight are read when Prometheus scrapes: passive health
-                // recovers by the clock, with no event to update a gauge from.
-                metrics.watch_upstream_server(&upstream.name, &label, move || ServerState {
-                    healthy: watched.is_available(std::time::Instant::now()),
-                    in_flight: watched.in_flight() as i64,
-                });
-                metrics.upstream_server(&upstream.name, &label)
-            })
+            .map(|peer| metrics.upstream_server(&upstream.name, &address_label(peer.address())))
             .collect();
         let observed = server_metrics.clone();
         let observer: ConnectObserver = Arc::new(move |index, took| {
@@ -198,6 +188,17 @@ fn start_upstreams(
             }
         });
         let client = UpstreamClient::new(upstream, Some(observer));
+        for peer in group.peers() {
+            let (watched, pool) = (peer.clone(), client.clone());
+            // Read when Prometheus scrapes: passive health recovers by the clock, with no event
+            // to update a gauge from, and the counts already live in the peer and the connector.
+            let read = move || ServerState {
+                healthy: watched.is_available(std::time::Instant::now()),
+                in_flight: watched.in_flight() as i64,
+                connections: pool.open_connections(watched.index()) as i64,
+            };
+            metrics.watch_upstream_server(&upstream.name, &address_label(peer.address()), read);
+        }
         if let Some(check) = &upstream.health_check {
             tokio::spawn(sluice_upstream::health::active::run(
                 group.clone(),

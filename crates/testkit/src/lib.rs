@@ -242,10 +242,24 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8], limit: usize) -> Vec
     out
 }
 
-/// Whether a command is on PATH (tests that drive curl skip themselves, loudly, without it).
-pub fn have_command(name: &str) -> bool {
-    std::process::Command::new(name)
-        .arg("--version")
-        .output()
-        .is_ok()
+/// Send raw bytes, keep the connection open for writing, and read until the server closes it
+/// or sends a complete response head (for tests of what the server does while waiting for more).
+pub async fn raw_exchange_open(addr: SocketAddr, request: &[u8], limit: usize) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let read = async {
+        while !out.windows(4).any(|w| w == b"\r\n\r\n") && out.len() < limit {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("raw exchange timed out");
+    out
 }

@@ -24,6 +24,8 @@ use crate::connect::{ConnectObserver, ConnectionUses, Connector, peer_authority}
 #[derive(Clone)]
 pub struct UpstreamClient {
     client: Client<Connector, Body>,
+    /// The connector's handle, for its open-connection counts.
+    connector: Connector,
     /// Retire a connection after this many requests (0 = never).
     max_requests: u32,
     /// `http://pN` per peer, built once.
@@ -50,10 +52,16 @@ impl UpstreamClient {
             .map(|i| format!("http://{}", peer_authority(i)))
             .collect();
         Self {
-            client: builder.build(connector),
+            client: builder.build(connector.clone()),
+            connector,
             max_requests: config.keepalive.max_requests,
             bases,
         }
+    }
+
+    /// Connections open to peer `index` (the pool's idle ones and the busy ones).
+    pub fn open_connections(&self, index: usize) -> usize {
+        self.connector.open_connections(index)
     }
 
     /// Send `req` (its URI in origin-form: path and query) to peer `index`.

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,8 @@ pub type ConnectObserver = Arc<dyn Fn(usize, Duration) + Send + Sync>;
 #[derive(Clone)]
 pub struct Connector {
     addresses: Arc<[UpstreamAddress]>,
+    /// Connections open per peer, decremented when a [`Stream`] is dropped.
+    open: Arc<[AtomicUsize]>,
     timeout: Duration,
     observer: Option<ConnectObserver>,
 }
@@ -44,11 +46,20 @@ impl Connector {
         timeout: Duration,
         observer: Option<ConnectObserver>,
     ) -> Self {
+        let open = addresses.iter().map(|_| AtomicUsize::new(0)).collect();
         Self {
             addresses: addresses.into(),
+            open,
             timeout,
             observer,
         }
+    }
+
+    /// Connections open to peer `index` now (idle in the pool or busy).
+    pub fn open_connections(&self, index: usize) -> usize {
+        self.open
+            .get(index)
+            .map_or(0, |n| n.load(Ordering::Relaxed))
     }
 
     /// Open a connection to peer `index`.
@@ -83,7 +94,7 @@ impl Connector {
         if let Some(observe) = &self.observer {
             observe(index, started.elapsed());
         }
-        Ok(stream)
+        Ok(stream.counted(self.open.clone(), index))
     }
 }
 
@@ -114,6 +125,8 @@ impl tower_service::Service<http::Uri> for Connector {
 pub struct Stream {
     io: Io,
     uses: ConnectionUses,
+    /// The connector's per-peer open counts and this stream's peer.
+    open: Option<(Arc<[AtomicUsize]>, usize)>,
 }
 
 enum Io {
@@ -131,6 +144,25 @@ impl Stream {
         Self {
             io,
             uses: ConnectionUses::default(),
+            open: None,
+        }
+    }
+
+    fn counted(mut self, open: Arc<[AtomicUsize]>, index: usize) -> Self {
+        if let Some(n) = open.get(index) {
+            n.fetch_add(1, Ordering::Relaxed);
+            self.open = Some((open, index));
+        }
+        self
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Some((open, index)) = &self.open
+            && let Some(n) = open.get(*index)
+        {
+            n.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

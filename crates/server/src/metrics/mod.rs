@@ -54,13 +54,14 @@ pub const UPSTREAM_RETRIES_TOTAL: &str = "sluice_upstream_retries_total";
 pub const UPSTREAM_NO_PEER_TOTAL: &str = "sluice_upstream_no_peer_total";
 pub const UPSTREAM_SERVER_HEALTHY: &str = "sluice_upstream_server_healthy";
 pub const UPSTREAM_IN_FLIGHT: &str = "sluice_upstream_in_flight";
+pub const UPSTREAM_CONNECTIONS: &str = "sluice_upstream_connections";
 pub const CONNECTIONS_OPEN: &str = "sluice_connections_open";
 pub const CONNECTIONS_TOTAL: &str = "sluice_connections_total";
 pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "sluice_tls_handshake_failures_total";
 pub const BUILD_INFO: &str = "sluice_build_info";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 15] = [
+pub const ALL_NAMES: [&str; 16] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -72,6 +73,7 @@ pub const ALL_NAMES: [&str; 15] = [
     UPSTREAM_NO_PEER_TOTAL,
     UPSTREAM_SERVER_HEALTHY,
     UPSTREAM_IN_FLIGHT,
+    UPSTREAM_CONNECTIONS,
     CONNECTIONS_OPEN,
     CONNECTIONS_TOTAL,
     TLS_HANDSHAKE_FAILURES_TOTAL,
@@ -99,6 +101,7 @@ pub struct Metrics {
     upstream_requests: Family<ServerOutcomeLabels, Counter>,
     upstream_healthy: Family<ServerLabels, Gauge>,
     upstream_in_flight: Family<ServerLabels, Gauge>,
+    upstream_connections: Family<ServerLabels, Gauge>,
     upstream_retries: Family<UpstreamLabels, Counter>,
     upstream_no_peer: Family<UpstreamLabels, Counter>,
     connections_open: Family<ListenerLabels, Gauge>,
@@ -161,6 +164,11 @@ impl Metrics {
             UPSTREAM_IN_FLIGHT,
             "Requests currently in progress on an upstream server",
         );
+        let upstream_connections = register(
+            r,
+            UPSTREAM_CONNECTIONS,
+            "Connections open to an upstream server, idle in the keep-alive pool or busy",
+        );
         let connections_open = register(r, CONNECTIONS_OPEN, "Client connections open now");
         let connections = register(r, CONNECTIONS_TOTAL, "Client connections accepted");
         let tls_failures = register(
@@ -189,6 +197,7 @@ impl Metrics {
             upstream_requests,
             upstream_healthy,
             upstream_in_flight,
+            upstream_connections,
             upstream_retries,
             upstream_no_peer,
             connections_open,
@@ -255,7 +264,8 @@ impl Metrics {
         }
     }
 
-    /// Read `sluice_upstream_server_healthy` and `sluice_upstream_in_flight` for this server
+    /// Read `sluice_upstream_server_healthy`, `sluice_upstream_in_flight` and
+    /// `sluice_upstream_connections` for this server
     /// from `read` at every scrape, instead of setting them per event: the peer already tracks
     /// both, and passive health recovers with time, not with an event. Registering the same
     /// server again (a reload) replaces its reader. Do not also call
@@ -272,8 +282,9 @@ impl Metrics {
         };
         let healthy = self.upstream_healthy.get_or_create_owned(&labels);
         let in_flight = self.upstream_in_flight.get_or_create_owned(&labels);
+        let connections = self.upstream_connections.get_or_create_owned(&labels);
         self.watches
-            .insert(labels, healthy, in_flight, Box::new(read));
+            .insert(labels, [healthy, in_flight, connections], Box::new(read));
     }
 
     /// Handles for an upstream group as a whole.

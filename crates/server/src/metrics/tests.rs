@@ -225,11 +225,13 @@ fn watched_servers_are_read_at_scrape_time() {
     m.watch_upstream_server("u", "s:1", move || ServerState {
         healthy: u.load(Ordering::Relaxed),
         in_flight: b.load(Ordering::Relaxed),
+        connections: 2,
     });
     let s1 = [("upstream", "u"), ("server", "s:1")];
     let text = m.render();
     assert_eq!(sample(&text, UPSTREAM_SERVER_HEALTHY, &s1), Some(1.0));
     assert_eq!(sample(&text, UPSTREAM_IN_FLIGHT, &s1), Some(3.0));
+    assert_eq!(sample(&text, UPSTREAM_CONNECTIONS, &s1), Some(2.0));
 
     // No event in between: the next scrape sees the state as it is then.
     up.store(false, Ordering::Relaxed);
@@ -242,6 +244,7 @@ fn watched_servers_are_read_at_scrape_time() {
     m.watch_upstream_server("u", "s:1", || ServerState {
         healthy: true,
         in_flight: 7,
+        connections: 0,
     });
     let text = m.render();
     assert_eq!(sample(&text, UPSTREAM_SERVER_HEALTHY, &s1), Some(1.0));

@@ -20,6 +20,8 @@ pub struct ServerState {
     pub healthy: bool,
     /// Requests in progress on it.
     pub in_flight: i64,
+    /// Connections open to it (the keep-alive pool's idle ones and the busy ones).
+    pub connections: i64,
 }
 
 type Reader = Box<dyn Fn() -> ServerState + Send + Sync>;
@@ -32,24 +34,14 @@ pub(super) struct Watches {
 }
 
 struct Watched {
-    healthy: Gauge,
-    in_flight: Gauge,
+    /// healthy, in-flight, connections.
+    gauges: [Gauge; 3],
     read: Reader,
 }
 
 impl Watches {
-    pub(super) fn insert(
-        &self,
-        labels: ServerLabels,
-        healthy: Gauge,
-        in_flight: Gauge,
-        read: Reader,
-    ) {
-        let watched = Watched {
-            healthy,
-            in_flight,
-            read,
-        };
+    pub(super) fn insert(&self, labels: ServerLabels, gauges: [Gauge; 3], read: Reader) {
+        let watched = Watched { gauges, read };
         watched.refresh();
         // A panic elsewhere while holding the lock leaves the map intact; keep using it.
         let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
@@ -68,8 +60,10 @@ impl Watches {
 impl Watched {
     fn refresh(&self) {
         let state = (self.read)();
-        self.healthy.set(i64::from(state.healthy));
-        self.in_flight.set(state.in_flight);
+        let [healthy, in_flight, connections] = &self.gauges;
+        healthy.set(i64::from(state.healthy));
+        in_flight.set(state.in_flight);
+        connections.set(state.connections);
     }
 }
 

@@ -498,3 +498,50 @@ async fn max_requests_retires_upstream_connections() {
         "100 requests at 10 per connection opened {opened}"
     );
 }
+
+#[tokio::test]
+async fn http2_to_the_upstream() {
+    let origin = start_origin(Some("h2")).await;
+    let upstream = format!("servers = [\"{}\"]\nhttp2 = true", origin.addr);
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let resp = client(Offer::Http1)
+        .post(server.url("/reqinfo"))
+        .body("over h2")
+        .send()
+        .await
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(info["version"], "HTTP/2.0", "the origin saw {info}");
+    assert_eq!(info["body_length"], 7);
+}
+
+#[tokio::test]
+async fn a_stalled_upload_gets_408_not_a_hang() {
+    let origin = start_origin(None).await;
+    let upstream = format!(
+        "servers = [\"{}\"]\n[upstreams.backend.timeouts]\nidle = \"300ms\"",
+        origin.addr
+    );
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    // Promise 100 bytes, send 10, then nothing.
+    let request = b"POST /reqinfo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789";
+    let started = Instant::now();
+    let reply = String::from_utf8_lossy(
+        &sluice_testkit::raw_exchange_open(server.first_addr(), request, 1 << 16).await,
+    )
+    .into_owned();
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
