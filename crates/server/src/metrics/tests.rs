@@ -40,6 +40,12 @@ fn exercised() -> Arc<Metrics> {
     server.request(UpstreamOutcome::Ok);
     server.request(UpstreamOutcome::ConnectError);
     server.set_in_flight(1);
+    // The pool-size gauge is only ever read from a watched server.
+    m.watch_upstream_server("app", "127.0.0.1:8081", || ServerState {
+        healthy: true,
+        in_flight: 0,
+        connections: 1,
+    });
     let upstream = m.upstream("app");
     upstream.retry();
     upstream.no_peer_available();
