@@ -144,11 +144,13 @@ pub(crate) struct RawRedirect {
     pub status: Option<Spanned<Scalar>>,
 }
 
-/// `proxy = { ... }`
+/// `proxy = { ... }`. `upstream` (a group's name) and `to` (one server's address) are both
+/// optional so that "neither" and "both" are reported by validation, with their places.
 #[derive(Debug, Default, Deserialize)]
-#[serde(expecting = "a table like { upstream = \"api\" }")]
+#[serde(expecting = "a table like { upstream = \"api\" } or { to = \"127.0.0.1:9001\" }")]
 pub(crate) struct RawProxy {
     pub upstream: Option<Spanned<String>>,
+    pub to: Option<Spanned<String>>,
     pub host: Option<Spanned<String>>,
     pub request_headers: Option<RawHeaderEdits>,
     pub response_headers: Option<RawHeaderEdits>,

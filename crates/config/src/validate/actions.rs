@@ -1,39 +1,45 @@
 //! A route's action: exactly one of `static`, `respond`, `redirect` or `proxy` (the last in
 //! [`super::proxy`]). Every action present is validated (so its own mistakes are reported too)
-//! before "none" or "more than one" is reported.
+//! before "none" or "more than one" is reported. A proxy with an inline `to` also brings the
+//! upstream group made for it.
 
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 
 use super::Cx;
 use super::files::Kind;
-use crate::model::{Action, FixedResponse, Redirect, StaticFiles};
+use super::proxy::Targets;
+use crate::model::{Action, FixedResponse, Redirect, StaticFiles, Upstream};
 use crate::path::{KeyPath, TomlKey};
 use crate::raw::{OneOrMany, RawRedirect, RawRespond, RawRoute, RawStatic};
 use crate::schema::closest;
 
 const ACTIONS: [&str; 4] = ["static", "respond", "redirect", "proxy"];
 
+/// A route's action and, for a proxy with an inline `to`, the upstream group made for it.
+pub(super) type WithInline = (Action, Option<Upstream>);
+
 pub(super) fn action(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     raw: &RawRoute,
-    upstreams: &[String],
-) -> Option<Action> {
-    let mut actions: Vec<(&str, Option<Action>)> = Vec::new();
+    targets: &Targets<'_>,
+) -> Option<WithInline> {
+    let mut actions: Vec<(&str, Option<WithInline>)> = Vec::new();
+    let alone = |action: Option<Action>| action.map(|a| (a, None));
     if let Some(s) = &raw.static_files {
-        actions.push(("static", static_files(cx, &path.key("static"), s)));
+        actions.push(("static", alone(static_files(cx, &path.key("static"), s))));
     }
     if let Some(r) = &raw.respond {
-        actions.push(("respond", respond(cx, &path.key("respond"), r)));
+        actions.push(("respond", alone(respond(cx, &path.key("respond"), r))));
     }
     if let Some(r) = &raw.redirect {
-        actions.push(("redirect", redirect(cx, &path.key("redirect"), r)));
+        actions.push(("redirect", alone(redirect(cx, &path.key("redirect"), r))));
     }
     if let Some(p) = &raw.proxy {
         actions.push((
             "proxy",
-            super::proxy::proxy(cx, &path.key("proxy"), p, upstreams),
+            super::proxy::proxy(cx, &path.key("proxy"), p, targets),
         ));
     }
     match actions.as_slice() {

@@ -5,6 +5,9 @@
 //! goes on. A [`Config`] is only built when nothing was reported, so the defaults never escape.
 //! Cross-references (a route's listeners and upstream) are checked against the *names* found in
 //! the file, valid or not, so one mistake is not reported again at every use.
+//!
+//! A proxy's inline `to` becomes an upstream group of its own (see [`proxy`]), added to
+//! [`Config::upstreams`], which stays sorted by name.
 
 mod actions;
 mod address;
@@ -41,8 +44,11 @@ pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
     let log = server::log(cx, raw.log);
     let (listeners, listener_names) = listeners::listeners(cx, raw.listeners);
     let upstream_names: Vec<String> = raw.upstreams.keys().cloned().collect();
-    let upstreams = upstreams::upstreams(cx, raw.upstreams);
-    let routes = routes::routes(cx, raw.routes, &listener_names, &upstream_names);
+    let mut upstreams = upstreams::upstreams(cx, raw.upstreams);
+    let (routes, inline_upstreams) =
+        routes::routes(cx, raw.routes, &listener_names, &upstream_names);
+    upstreams.extend(inline_upstreams);
+    upstreams.sort_by(|a, b| a.name.cmp(&b.name));
     let admin = admin::admin(cx, raw.admin, &listeners);
     cx.r.is_empty().then_some(Config {
         server,

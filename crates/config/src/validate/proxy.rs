@@ -1,13 +1,18 @@
-//! The `proxy` action: which upstream group, the `Host` it sees, and header edits on the way in
-//! and out. Everything is checked even when the upstream is unknown, so all mistakes show at once.
+//! The `proxy` action: where it forwards (a named upstream group, or one inline address), the
+//! `Host` it sees, and header edits on the way in and out. Everything is checked even when the
+//! upstream is unknown, so all mistakes show at once.
+//!
+//! An inline `to = "host:port"` becomes an upstream group of its own with default settings, named
+//! [`inline_name`] after the route, so the server only ever sees named groups.
 
 use http::header::{HeaderName, HeaderValue};
 use toml::Spanned;
 
 use super::Cx;
+use super::actions::WithInline;
 use super::address::Rejection;
 use super::routes::quoted_list;
-use crate::model::{Action, HeaderEdits, HostHeader, Proxy};
+use crate::model::{Action, HeaderEdits, HostHeader, Proxy, Upstream, UpstreamServer};
 use crate::path::{KeyPath, TomlKey};
 use crate::raw::{OneOrMany, RawHeaderEdits, RawProxy};
 use crate::schema::closest;
@@ -27,12 +32,27 @@ const MANAGED: [&str; 8] = [
 
 const HOST_MODES: [&str; 2] = ["pass", "upstream"];
 
+/// What a route's `proxy` may forward to.
+pub(super) struct Targets<'a> {
+    /// Every `[upstreams.NAME]` in the file, valid or not.
+    pub defined: &'a [String],
+    /// The route's name, which names the group an inline `to` becomes.
+    pub route: &'a str,
+}
+
+/// The name of the upstream group made from the inline `to` of route `route`. A bare TOML key
+/// cannot contain `:`; a quoted one can, so a clash with a table is checked for.
+pub(super) fn inline_name(route: &str) -> String {
+    format!("route:{route}")
+}
+
+/// The proxy action and, for an inline `to`, the upstream group made for it.
 pub(super) fn proxy(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     raw: &RawProxy,
-    upstreams: &[String],
-) -> Option<Action> {
+    targets: &Targets<'_>,
+) -> Option<WithInline> {
     let host = match &raw.host {
         Some(value) => host_header(cx, &path.key("host"), value),
         None => Some(HostHeader::Pass),
@@ -49,29 +69,50 @@ pub(super) fn proxy(
         .map_or_else(HeaderEdits::default, |r| {
             header_edits(cx, &path.key("response_headers"), r, false)
         });
-    let upstream = upstream(cx, path, raw, upstreams)?;
-    Some(Action::Proxy(Proxy {
+    let (upstream, inline) = target(cx, path, raw, targets)?;
+    let proxy = Proxy {
         upstream,
         host: host?,
         request_headers,
         response_headers,
-    }))
+    };
+    Some((Action::Proxy(proxy), inline))
 }
 
-fn upstream(
+/// Exactly one of `upstream` and `to`: the group's name, and the group itself when it is inline.
+fn target(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     raw: &RawProxy,
+    targets: &Targets<'_>,
+) -> Option<(String, Option<Upstream>)> {
+    match (&raw.upstream, &raw.to) {
+        (Some(upstream), None) => named(cx, path, upstream, targets.defined).map(|n| (n, None)),
+        (None, Some(to)) => inline(cx, path, to, targets),
+        (Some(_), Some(to)) => {
+            let message = "`upstream` and `to` cannot be used together";
+            let hint = "`upstream` names an [upstreams.NAME] group, `to` is one server's address: keep one";
+            cx.r.error(&path.key("to"), Some(to.span()), message, Some(hint.into()));
+            None
+        }
+        (None, None) => {
+            if !cx.r.misspelt(path, &["upstream", "to"]) {
+                let hint = r#"add upstream = "api", naming an [upstreams.api] table, or to = "127.0.0.1:9001", one server's address"#;
+                let message = format!("missing `upstream` or `to` in {path}");
+                cx.r.error(path, None, message, Some(hint.into()));
+            }
+            None
+        }
+    }
+}
+
+/// `upstream = "NAME"`, which must name an `[upstreams.NAME]` table.
+fn named(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    upstream: &Spanned<String>,
     upstreams: &[String],
 ) -> Option<String> {
-    let Some(upstream) = &raw.upstream else {
-        cx.r.missing(
-            path,
-            "upstream",
-            Some(r#"e.g. upstream = "api", naming an [upstreams.api] table"#.into()),
-        );
-        return None;
-    };
     let name = upstream.get_ref();
     if upstreams.contains(name) {
         return Some(name.clone());
@@ -91,6 +132,32 @@ fn upstream(
         Some(hint),
     );
     None
+}
+
+/// `to = "host:port"` (or `"unix:/path"`): one server, parsed like those of `servers`, in a
+/// group of its own with default settings.
+fn inline(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    to: &Spanned<String>,
+    targets: &Targets<'_>,
+) -> Option<(String, Option<Upstream>)> {
+    let key = path.key("to");
+    let address = super::servers::address(cx, &key, to.get_ref(), to.span());
+    let name = inline_name(targets.route);
+    if targets.defined.contains(&name) {
+        let message = format!(
+            "`to` would make an upstream group `{name}`, but [upstreams.{}] is already defined",
+            TomlKey(&name)
+        );
+        let hint = format!(
+            r#"`to` names its group "route:" and the route's name: rename the table or the route, or drop `to` and use upstream = "{name}""#
+        );
+        cx.r.error(&key, Some(to.span()), message, Some(hint));
+        return None;
+    }
+    let upstream = Upstream::new(name.clone(), vec![UpstreamServer::new(address?)]);
+    Some((name, Some(upstream)))
 }
 
 fn host_header(cx: &mut Cx<'_>, path: &KeyPath, value: &Spanned<String>) -> Option<HostHeader> {

@@ -4,21 +4,24 @@
 use std::collections::HashMap;
 
 use super::Cx;
-use crate::model::{PathMatch, Route};
+use super::proxy::Targets;
+use crate::model::{PathMatch, Route, Upstream};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawRoute};
 use crate::schema::closest;
 
-/// The valid routes, in file order. `listeners` and `upstreams` are every name defined in the
-/// file, so a reference to a listener that is itself invalid is not reported twice.
+/// The valid routes, in file order, and the upstream groups made for their proxies' inline `to`.
+/// `listeners` and `upstreams` are every name defined in the file, so a reference to a listener
+/// that is itself invalid is not reported twice.
 pub(super) fn routes(
     cx: &mut Cx<'_>,
     raw: Vec<RawRoute>,
     listeners: &[String],
     upstreams: &[String],
-) -> Vec<Route> {
+) -> (Vec<Route>, Vec<Upstream>) {
     let root = KeyPath::root().key("routes");
     let mut valid = Vec::new();
+    let mut inline_upstreams = Vec::new();
     let mut seen_names: HashMap<String, usize> = HashMap::new();
     for (i, raw) in raw.iter().enumerate() {
         let path = root.index(i);
@@ -48,8 +51,13 @@ pub(super) fn routes(
         };
         let path_match = path_match(cx, &path, raw);
         let route_listeners = route_listeners(cx, &path, raw, listeners);
-        let action = super::actions::action(cx, &path, raw, upstreams);
-        if let (Some(path_match), Some(action)) = (path_match, action) {
+        let targets = Targets {
+            defined: upstreams,
+            route: &name,
+        };
+        let action = super::actions::action(cx, &path, raw, &targets);
+        if let (Some(path_match), Some((action, inline))) = (path_match, action) {
+            inline_upstreams.extend(inline);
             valid.push(Route {
                 name,
                 hosts,
@@ -59,7 +67,7 @@ pub(super) fn routes(
             });
         }
     }
-    valid
+    (valid, inline_upstreams)
 }
 
 fn path_match(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRoute) -> Option<PathMatch> {

@@ -100,7 +100,8 @@ fn upstream_server(
     (address, settings(cx, path, table, defaults))
 }
 
-fn address(
+/// An upstream server's address (also a proxy's inline `to`), reported at `span` when invalid.
+pub(super) fn address(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     text: &str,

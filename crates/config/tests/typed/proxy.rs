@@ -192,25 +192,7 @@ proxy = { upstream = "app" }
     let [app, checked] = config.upstreams.as_slice() else {
         panic!("two upstreams")
     };
-    let address = UpstreamAddress::Tcp("127.0.0.1:9001".into());
-    let d = Upstream::new("app", vec![UpstreamServer::new(address)]);
-    assert_eq!(app.name, d.name);
-    assert_eq!(app.policy, d.policy);
-    assert_eq!(app.http2, d.http2);
-    assert!(app.health_check.is_none());
-    assert_eq!(app.keepalive.max_idle, d.keepalive.max_idle);
-    assert_eq!(app.keepalive.idle_timeout, d.keepalive.idle_timeout);
-    assert_eq!(app.timeouts.connect, d.timeouts.connect);
-    assert_eq!(app.timeouts.response_header, d.timeouts.response_header);
-    assert_eq!(app.timeouts.idle, d.timeouts.idle);
-    assert_eq!(app.retry.tries, d.retry.tries);
-    assert_eq!(app.retry.budget, d.retry.budget);
-    let (server, default) = (&app.servers[0], &d.servers[0]);
-    assert_eq!(server.address, default.address);
-    assert_eq!(server.weight, default.weight);
-    assert_eq!(server.max_fails, default.max_fails);
-    assert_eq!(server.fail_timeout, default.fail_timeout);
-    assert_eq!((server.backup, server.down), (default.backup, default.down));
+    assert_default_group(app, "app", UpstreamAddress::Tcp("127.0.0.1:9001".into()));
 
     let check = checked.health_check.as_ref().unwrap();
     let default = HealthCheck::default();
@@ -256,5 +238,113 @@ fn every_policy_and_hash_key_maps() {
         );
         let config = parse_str(&text, Path::new("p.toml")).unwrap_or_else(|d| panic!("{d}"));
         assert_eq!(config.upstreams[0].policy, expected, "{lines}");
+    }
+}
+
+/// `upstream` is a group named `name` of one server at `address`, all settings the model's
+/// defaults.
+fn assert_default_group(upstream: &Upstream, name: &str, address: UpstreamAddress) {
+    let d = Upstream::new(name, vec![UpstreamServer::new(address)]);
+    assert_eq!(upstream.name, d.name);
+    assert_eq!(upstream.policy, d.policy);
+    assert_eq!(upstream.http2, d.http2);
+    assert!(upstream.health_check.is_none());
+    assert_eq!(upstream.keepalive.max_idle, d.keepalive.max_idle);
+    assert_eq!(upstream.keepalive.idle_timeout, d.keepalive.idle_timeout);
+    assert_eq!(upstream.keepalive.max_requests, d.keepalive.max_requests);
+    assert_eq!(upstream.timeouts.connect, d.timeouts.connect);
+    assert_eq!(
+        upstream.timeouts.response_header,
+        d.timeouts.response_header
+    );
+    assert_eq!(upstream.timeouts.idle, d.timeouts.idle);
+    assert_eq!(upstream.retry.tries, d.retry.tries);
+    assert_eq!(upstream.retry.budget, d.retry.budget);
+    let ([server], [default]) = (upstream.servers.as_slice(), d.servers.as_slice()) else {
+        panic!("one server in {name}")
+    };
+    assert_eq!(server.address, default.address);
+    assert_eq!(server.weight, default.weight);
+    assert_eq!(server.max_fails, default.max_fails);
+    assert_eq!(server.fail_timeout, default.fail_timeout);
+    assert_eq!((server.backup, server.down), (default.backup, default.down));
+}
+
+#[test]
+fn an_inline_to_becomes_an_upstream_group_with_defaults() {
+    let text = r#"
+[[listeners]]
+address = "127.0.0.1:8080"
+[upstreams.zeta]
+servers = ["127.0.0.1:9100"]
+[upstreams.app]
+servers = ["127.0.0.1:9101"]
+[[routes]]
+name = "api"
+path_prefix = "/api/"
+proxy = { to = "127.0.0.1:9001" }
+[[routes]]
+path_prefix = "/sock/"
+[routes.proxy]
+to = "unix:/run/app.sock"
+host = "upstream"
+request_headers = { set = { "x-env" = "prod" } }
+response_headers = { remove = "x-powered-by" }
+[[routes]]
+proxy = { upstream = "zeta" }
+"#;
+    let config = parse_str(text, Path::new("to.toml")).unwrap_or_else(|d| panic!("{d}"));
+    let names: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["app", "route:api", "route:route 2", "zeta"],
+        "the tables and the inline groups, sorted by name"
+    );
+    assert_default_group(
+        &config.upstreams[1],
+        "route:api",
+        UpstreamAddress::Tcp("127.0.0.1:9001".into()),
+    );
+    assert_default_group(
+        &config.upstreams[2],
+        "route:route 2",
+        UpstreamAddress::Unix("/run/app.sock".into()),
+    );
+
+    let [api, sock, zeta] = config.routes.as_slice() else {
+        panic!("three routes")
+    };
+    let Action::Proxy(api) = &api.action else {
+        panic!("proxy")
+    };
+    assert_eq!(api.upstream, "route:api");
+    assert_eq!(api.host, HostHeader::Pass);
+    assert!(api.request_headers.is_empty() && api.response_headers.is_empty());
+    let Action::Proxy(sock) = &sock.action else {
+        panic!("proxy")
+    };
+    assert_eq!(
+        sock.upstream, "route:route 2",
+        "named after the default route name"
+    );
+    assert_eq!(sock.host, HostHeader::Upstream);
+    assert_eq!(sock.request_headers.set[0].0, "x-env");
+    assert_eq!(
+        sock.response_headers.remove,
+        [HeaderName::from_static("x-powered-by")]
+    );
+    let Action::Proxy(zeta) = &zeta.action else {
+        panic!("proxy")
+    };
+    assert_eq!(zeta.upstream, "zeta");
+    for route in &config.routes {
+        let Action::Proxy(proxy) = &route.action else {
+            panic!("proxy")
+        };
+        assert!(
+            config.upstreams.iter().any(|u| u.name == proxy.upstream),
+            "{} names a group in Config::upstreams",
+            route.name
+        );
     }
 }

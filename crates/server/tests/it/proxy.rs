@@ -545,3 +545,19 @@ async fn a_stalled_upload_gets_408_not_a_hang() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn an_inline_address_needs_no_upstream_table() {
+    let origin = start_origin(Some("inline")).await;
+    let server = start_toml(&format!(
+        "[log]\naccess = \"off\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n[[routes]]\nname = \"app\"\nproxy = {{ to = \"{}\" }}\n",
+        origin.addr
+    ))
+    .await;
+    let resp = client(Offer::Http1)
+        .get(server.url("/hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-origin"], "inline");
+}
