@@ -6,5 +6,7 @@
 //!   traversal).
 //! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits).
 
+pub mod compress_policy;
+pub mod encoding;
 pub mod headers;
 pub mod static_files;

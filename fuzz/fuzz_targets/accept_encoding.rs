@@ -1,0 +1,18 @@
+//! Any bytes as an `Accept-Encoding` value: negotiation must never panic and must only pick an
+//! offered coding or identity. Run with `cargo fuzz run accept_encoding` (nightly) from `fuzz/`;
+//! `negotiate_tests::random_fields_never_panic` is the stable stand-in run by `cargo test`.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_http::encoding::{Encoding, Negotiated, negotiate_fields};
+
+const OFFERED: [Encoding; 4] = [Encoding::Zstd, Encoding::Br, Encoding::Gzip, Encoding::Deflate];
+
+fuzz_target!(|data: &[u8]| {
+    // Split the input at NUL into several field lines, as a request may carry more than one.
+    let fields = data.split(|&b| b == 0);
+    if let Negotiated::Use(encoding) = negotiate_fields(fields, &OFFERED) {
+        assert!(encoding == Encoding::Identity || OFFERED.contains(&encoding));
+    }
+});
