@@ -4,7 +4,9 @@
 //!
 //! - [`static_files`]: serve a directory (validators, conditional GET, ranges, index, no
 //!   traversal).
+//! - [`decompress`]: request-body decompression with size and ratio limits (gzip bombs → 413).
 //! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits).
 
+pub mod decompress;
 pub mod headers;
 pub mod static_files;
