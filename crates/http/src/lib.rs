@@ -4,9 +4,13 @@
 //!
 //! - [`static_files`]: serve a directory (validators, conditional GET, ranges, index, no
 //!   traversal).
+//! - [`decompress`]: request-body decompression with size and ratio limits (gzip bombs → 413).
+//! - [`encoding`]: `Accept-Encoding` negotiation (RFC 9110 §12.5.3), shared by every feature.
+//! - [`compress_policy`]: whether a response gets compressed, and the header changes if so.
 //! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits).
 
 pub mod compress_policy;
+pub mod decompress;
 pub mod encoding;
 pub mod headers;
 pub mod static_files;
