@@ -301,6 +301,27 @@ pub struct Proxy {
     pub request_headers: HeaderEdits,
     /// Edits to the upstream's response before it is sent downstream.
     pub response_headers: HeaderEdits,
+    /// Decode compressed request bodies before forwarding them (seed 000); `None` forwards them
+    /// as they are.
+    pub decompress_requests: Option<DecompressRequests>,
+}
+
+/// Limits for decoding request bodies: beyond either, the request is refused with 413.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecompressRequests {
+    /// Most decoded bytes per request body.
+    pub max_size: u64,
+    /// Most decoded bytes per encoded byte.
+    pub max_ratio: u64,
+}
+
+impl Default for DecompressRequests {
+    fn default() -> Self {
+        Self {
+            max_size: 10 * 1024 * 1024,
+            max_ratio: 100,
+        }
+    }
 }
 
 impl Proxy {
@@ -311,6 +332,7 @@ impl Proxy {
             host: HostHeader::Pass,
             request_headers: HeaderEdits::default(),
             response_headers: HeaderEdits::default(),
+            decompress_requests: None,
         }
     }
 }

@@ -11,9 +11,9 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawConfig, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog,
-    RawProxy, RawRedirect, RawRespond, RawRetry, RawRoute, RawServer, RawServerTable, RawSni,
-    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
+    RawAdmin, RawConfig, RawDecompress, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener,
+    RawLog, RawProxy, RawRedirect, RawRespond, RawRetry, RawRoute, RawServer, RawServerTable,
+    RawSni, RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -52,6 +52,7 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
             K("proxy"),
             K("request_headers" | "response_headers"),
         ] => fields_of::<RawHeaderEdits>(),
+        [K("routes"), I, K("proxy"), K("decompress_requests")] => fields_of::<RawDecompress>(),
         [K("upstreams"), K(_)] => fields_of::<RawUpstream>(),
         [K("upstreams"), K(_), K("servers"), I] => fields_of::<RawServerTable>(),
         [K("upstreams"), K(_), K("keepalive")] => fields_of::<RawKeepalive>(),
@@ -198,6 +199,7 @@ mod tests {
             route.key("proxy"),
             route.key("proxy").key("request_headers"),
             route.key("proxy").key("response_headers"),
+            route.key("proxy").key("decompress_requests"),
             upstream.clone(),
             upstream.key("servers").index(0),
             upstream.key("keepalive"),

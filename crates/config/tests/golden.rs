@@ -156,6 +156,7 @@ upstream = "a"
 zz = 1
 request_headers = { zz = 1 }
 response_headers = { zz = 1 }
+decompress_requests = { zz = 1 }
 [upstreams.a]
 zz = 1
 servers = [{ address = "h:1", zz = 1 }]
@@ -188,6 +189,7 @@ zz = 1
         "upstreams.a.servers[0].zz",
         "routes[0].proxy.request_headers.zz",
         "routes[0].proxy.response_headers.zz",
+        "routes[0].proxy.decompress_requests.zz",
         "upstreams.a.keepalive.zz",
         "upstreams.a.timeouts.zz",
         "upstreams.a.retry.zz",

@@ -18,6 +18,7 @@ use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use sluice_config::{HostHeader, Proxy, Upstream, UpstreamAddress};
 use sluice_core::{Body, BoxError, Error, ErrorKind, Side};
+use sluice_http::decompress;
 use sluice_http::headers::{self, Hop};
 use sluice_upstream::client::UpstreamClient;
 use sluice_upstream::health::active::address_label;
@@ -57,7 +58,15 @@ impl ProxyHandler {
         req: Request<Body>,
     ) -> Result<Response<Body>, Error> {
         let started = Instant::now();
-        let (mut parts, body) = req.into_parts();
+        let (mut parts, mut body) = req.into_parts();
+        if let Some(limits) = self.route.decompress_requests
+            && !matches!(body, Body::Empty)
+        {
+            match self.decompressed(&mut parts.headers, body, limits) {
+                Ok(decoded) => body = decoded,
+                Err(refusal) => return Ok(refusal),
+            }
+        }
         let host = crate::router::request_host_parts(&parts).map(|h| h.into_owned());
         let pick_uri = parts.uri.clone();
 
@@ -147,6 +156,16 @@ impl ProxyHandler {
                     }
                     return Ok(self.response(response, guard));
                 }
+                Ok(Err(err)) if decoding_refused(&err).is_some() => {
+                    // The client's body was a bomb or corrupt: its fault, no failure counted.
+                    let kind = decoding_refused(&err).unwrap_or(ErrorKind::BadRequest);
+                    let what = if kind == ErrorKind::PayloadTooLarge {
+                        "the decoded request body exceeds the route's limits"
+                    } else {
+                        "the request body is not valid for its Content-Encoding"
+                    };
+                    return Err(Error::downstream(kind, what).with_source(err));
+                }
                 Ok(Err(err)) if client_stalled(&err) => {
                     // The client's fault, not the server's: no failure counted, no retry.
                     return Err(Error::downstream(
@@ -204,6 +223,44 @@ impl ProxyHandler {
                     ));
                 }
             }
+        }
+    }
+
+    /// Decode the request body as it streams (seed 000): `Content-Encoding` and `Content-Length`
+    /// go, the limits apply. An unknown coding is refused here with 415 and the codings we
+    /// accept (RFC 7694); bombs and corrupt data fail the body later (see `decoding_refused`).
+    fn decompressed(
+        &self,
+        headers: &mut http::HeaderMap,
+        body: Body,
+        limits: sluice_config::DecompressRequests,
+    ) -> Result<Body, Response<Body>> {
+        let refuse = |err: &dyn std::fmt::Display| {
+            let mut page = crate::responses::error_page(
+                http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                Some(&err.to_string()),
+            );
+            page.headers_mut().insert(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_static(decompress::ACCEPTED),
+            );
+            page
+        };
+        let codings = match decompress::plan(headers) {
+            Ok(Some(codings)) => codings,
+            Ok(None) => return Ok(body),
+            Err(err) => return Err(refuse(&err)),
+        };
+        let limits = decompress::DecompressLimits {
+            max_size: limits.max_size,
+            max_ratio: limits.max_ratio,
+        };
+        match decompress::DecompressBody::new(body, &codings, limits) {
+            Ok(decoded) => {
+                decompress::rewrite_headers(headers);
+                Ok(Body::stream(decoded))
+            }
+            Err(err) => Err(refuse(&err)),
         }
     }
 
@@ -321,6 +378,13 @@ impl std::fmt::Display for Stalled {
 }
 
 impl std::error::Error for Stalled {}
+
+/// The status for a request body that failed to decode (413 bomb, 400 corrupt), if that is why
+/// the upstream request failed.
+fn decoding_refused(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    decompress::error_kind(err)
+        .filter(|k| matches!(k, ErrorKind::PayloadTooLarge | ErrorKind::BadRequest))
+}
 
 /// Whether `err` was caused by the client's request body stalling.
 fn client_stalled(err: &(dyn std::error::Error + 'static)) -> bool {

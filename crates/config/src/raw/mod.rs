@@ -154,6 +154,15 @@ pub(crate) struct RawProxy {
     pub host: Option<Spanned<String>>,
     pub request_headers: Option<RawHeaderEdits>,
     pub response_headers: Option<RawHeaderEdits>,
+    pub decompress_requests: Option<RawDecompress>,
+}
+
+/// `decompress_requests = { max_size = "10MiB", max_ratio = 100 }` of a proxy.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { max_size = \"10MiB\", max_ratio = 100 } ({} for the defaults)")]
+pub(crate) struct RawDecompress {
+    pub max_size: Option<Spanned<Scalar>>,
+    pub max_ratio: Option<Spanned<Scalar>>,
 }
 
 /// `request_headers = { ... }` / `response_headers = { ... }` of a proxy.

@@ -12,9 +12,11 @@ use super::Cx;
 use super::actions::WithInline;
 use super::address::Rejection;
 use super::routes::quoted_list;
-use crate::model::{Action, HeaderEdits, HostHeader, Proxy, Upstream, UpstreamServer};
+use crate::model::{
+    Action, DecompressRequests, HeaderEdits, HostHeader, Proxy, Upstream, UpstreamServer,
+};
 use crate::path::{KeyPath, TomlKey};
-use crate::raw::{OneOrMany, RawHeaderEdits, RawProxy};
+use crate::raw::{OneOrMany, RawDecompress, RawHeaderEdits, RawProxy};
 use crate::schema::closest;
 
 /// Headers that describe one connection or the body's framing: sluice writes them itself, so a
@@ -69,14 +71,36 @@ pub(super) fn proxy(
         .map_or_else(HeaderEdits::default, |r| {
             header_edits(cx, &path.key("response_headers"), r, false)
         });
+    let decompress_requests = raw
+        .decompress_requests
+        .as_ref()
+        .map(|r| decompress(cx, &path.key("decompress_requests"), r));
     let (upstream, inline) = target(cx, path, raw, targets)?;
     let proxy = Proxy {
         upstream,
         host: host?,
         request_headers,
         response_headers,
+        decompress_requests,
     };
     Some((Action::Proxy(proxy), inline))
+}
+
+/// Request-body decompression limits; defaults from the model.
+fn decompress(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawDecompress) -> DecompressRequests {
+    let d = DecompressRequests::default();
+    let max_size = cx.size(&path.key("max_size"), raw.max_size.as_ref(), d.max_size, 1);
+    let max_ratio = cx.count(
+        &path.key("max_ratio"),
+        raw.max_ratio.as_ref(),
+        d.max_ratio,
+        (1, 1_000_000),
+        Some("decoded bytes per encoded byte; gzip of JSON is about 5-20, bombs are 1000+"),
+    );
+    DecompressRequests {
+        max_size,
+        max_ratio,
+    }
 }
 
 /// Exactly one of `upstream` and `to`: the group's name, and the group itself when it is inline.

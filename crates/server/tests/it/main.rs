@@ -8,6 +8,7 @@
 )]
 
 mod cli;
+mod decompress;
 mod lifecycle;
 mod listeners;
 mod metrics;
