@@ -64,7 +64,7 @@ impl ProxyHandler {
         {
             match self.decompressed(&mut parts.headers, body, limits) {
                 Ok(decoded) => body = decoded,
-                Err(refusal) => return Ok(refusal),
+                Err(refusal) => return Ok(*refusal),
             }
         }
         let host = crate::router::request_host_parts(&parts).map(|h| h.into_owned());
@@ -234,7 +234,7 @@ impl ProxyHandler {
         headers: &mut http::HeaderMap,
         body: Body,
         limits: sluice_config::DecompressRequests,
-    ) -> Result<Body, Response<Body>> {
+    ) -> Result<Body, Box<Response<Body>>> {
         let refuse = |err: &dyn std::fmt::Display| {
             let mut page = crate::responses::error_page(
                 http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -249,7 +249,7 @@ impl ProxyHandler {
         let codings = match decompress::plan(headers) {
             Ok(Some(codings)) => codings,
             Ok(None) => return Ok(body),
-            Err(err) => return Err(refuse(&err)),
+            Err(err) => return Err(Box::new(refuse(&err))),
         };
         let limits = decompress::DecompressLimits {
             max_size: limits.max_size,
@@ -260,7 +260,7 @@ impl ProxyHandler {
                 decompress::rewrite_headers(headers);
                 Ok(Body::stream(decoded))
             }
-            Err(err) => Err(refuse(&err)),
+            Err(err) => Err(Box::new(refuse(&err))),
         }
     }
 
