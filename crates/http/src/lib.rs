@@ -7,8 +7,11 @@
 //! - [`decompress`]: request-body decompression with size and ratio limits (gzip bombs → 413).
 //! - [`encoding`]: `Accept-Encoding` negotiation (RFC 9110 §12.5.3), shared by every feature.
 //! - [`compress_policy`]: whether a response gets compressed, and the header changes if so.
+//! - [`compress`]: streaming response compression (gzip, deflate, br, zstd) as ONE stream with
+//!   sync flushes when the upstream pauses, after a delay, or per event.
 //! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits).
 
+pub mod compress;
 pub mod compress_policy;
 pub mod decompress;
 pub mod encoding;

@@ -1,0 +1,292 @@
+//! One streaming encoder per response, for every content coding sluice produces.
+//!
+//! [`Encoder`] hides the three libraries behind `write` / `flush` / `finish`, all appending to a
+//! caller-owned [`BytesMut`] so the caller decides when bytes become a frame. `flush` is a *sync*
+//! flush (deflate `Z_SYNC_FLUSH`, brotli `BROTLI_OPERATION_FLUSH`, zstd `ZSTD_e_flush`): everything
+//! written so far becomes decodable, yet the stream continues. That is what lets a streamed
+//! response be ONE gzip member / brotli stream / zstd frame (seed 004: a gzip member per chunk
+//! breaks browsers).
+
+use std::io;
+
+use brotli::enc::encode::{
+    BrotliEncoderDestroyInstance, BrotliEncoderOperation, BrotliEncoderParameter,
+    BrotliEncoderStateStruct,
+};
+use brotli::enc::{StandardAlloc, interface};
+use bytes::BytesMut;
+use flate2::{Compress, Compression, FlushCompress, Status};
+
+/// How much output space is offered to a codec per call. Also the size at which the body emits a
+/// frame, so a call rarely needs to grow `out` twice.
+const STEP: usize = 16 * 1024;
+
+/// Brotli window: 4 MiB, brotli's default (22); larger windows cost memory per response.
+const BROTLI_LGWIN: u32 = 22;
+
+/// A content coding that [`Encoder`] can produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// `gzip`: one gzip member (header, raw deflate, CRC32 + ISIZE trailer).
+    Gzip,
+    /// `deflate`: the zlib format (RFC 9110 §8.4.1.2), not raw deflate.
+    Deflate,
+    /// `br`: brotli.
+    Br,
+    /// `zstd`: one zstd frame with a window of at most 8 MiB (RFC 9659).
+    Zstd,
+}
+
+impl Algorithm {
+    /// The `Content-Encoding` token.
+    pub fn token(self) -> &'static str {
+        match self {
+            Algorithm::Gzip => "gzip",
+            Algorithm::Deflate => "deflate",
+            Algorithm::Br => "br",
+            Algorithm::Zstd => "zstd",
+        }
+    }
+
+    /// Level used when none is configured: tuned for live traffic. zlib-rs level 1 is its
+    /// "quick" strategy with a poor ratio, so gzip starts at 2; brotli above 4 costs milliseconds
+    /// of set-up per response (DESIGN.md §6).
+    pub fn default_level(self) -> i32 {
+        match self {
+            Algorithm::Gzip | Algorithm::Deflate => 2,
+            Algorithm::Br => 4,
+            Algorithm::Zstd => 3,
+        }
+    }
+
+    /// Clamp `level` into the range this coding accepts. zstd stops at 19: its "ultra" levels
+    /// need windows beyond the 8 MiB that HTTP clients must support, and levels ≤ 19 never pick
+    /// a window log above 23. Negative (fast) zstd levels are not offered.
+    pub fn clamp_level(self, level: i32) -> i32 {
+        match self {
+            Algorithm::Gzip | Algorithm::Deflate => level.clamp(1, 9),
+            Algorithm::Br => level.clamp(0, 11),
+            Algorithm::Zstd => level.clamp(1, 19),
+        }
+    }
+}
+
+/// A streaming compressor producing exactly one stream.
+pub struct Encoder {
+    codec: Codec,
+    finished: bool,
+}
+
+enum Codec {
+    Flate(Compress),
+    // Boxed: the brotli state is several KiB inline and would bloat every `Encoder`.
+    Br(Box<Brotli>),
+    Zstd(Box<zstd::stream::raw::Encoder<'static>>),
+}
+
+/// Owns a brotli state and releases it the way brotli's own writer does.
+struct Brotli(BrotliEncoderStateStruct<StandardAlloc>);
+
+impl Drop for Brotli {
+    fn drop(&mut self) {
+        BrotliEncoderDestroyInstance(&mut self.0);
+    }
+}
+
+impl Encoder {
+    /// A new encoder; `level` `None` means [`Algorithm::default_level`], out-of-range levels are
+    /// clamped. Fails only if the zstd context cannot be created or configured.
+    pub fn new(alg: Algorithm, level: Option<i32>) -> io::Result<Self> {
+        let level = alg.clamp_level(level.unwrap_or_else(|| alg.default_level()));
+        // Clamped above, so these conversions cannot fail; fall back to defaults regardless.
+        let flate_level = Compression::new(u32::try_from(level).unwrap_or(2));
+        let codec = match alg {
+            Algorithm::Gzip => Codec::Flate(Compress::new_gzip(flate_level, 15)),
+            Algorithm::Deflate => Codec::Flate(Compress::new(flate_level, true)),
+            Algorithm::Br => {
+                let mut state = BrotliEncoderStateStruct::new(StandardAlloc::default());
+                let quality = u32::try_from(level).unwrap_or(4);
+                state.set_parameter(BrotliEncoderParameter::BROTLI_PARAM_QUALITY, quality);
+                state.set_parameter(BrotliEncoderParameter::BROTLI_PARAM_LGWIN, BROTLI_LGWIN);
+                Codec::Br(Box::new(Brotli(state)))
+            }
+            Algorithm::Zstd => Codec::Zstd(Box::new(zstd::stream::raw::Encoder::new(level)?)),
+        };
+        Ok(Encoder {
+            codec,
+            finished: false,
+        })
+    }
+
+    /// Compress `input`, appending whatever the codec emits to `out`. The codec may keep some
+    /// output back until the next call, `flush` or `finish`.
+    pub fn write(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()> {
+        self.run(input, out, Op::Process)
+    }
+
+    /// Make everything written so far decodable by the client, keeping the stream open.
+    pub fn flush(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        self.run(&[], out, Op::Flush)
+    }
+
+    /// End the stream (gzip trailer, brotli last block, zstd epilogue). Calling it again is a
+    /// no-op; writing afterwards is an error.
+    pub fn finish(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.run(&[], out, Op::Finish)?;
+        self.finished = true;
+        Ok(())
+    }
+
+    fn run(&mut self, input: &[u8], out: &mut BytesMut, op: Op) -> io::Result<()> {
+        if self.finished {
+            return Err(io::Error::other("compressed stream already finished"));
+        }
+        match &mut self.codec {
+            Codec::Flate(c) => flate(c, input, out, op),
+            Codec::Br(b) => brotli(&mut b.0, input, out, op),
+            Codec::Zstd(z) => zstd_run(z, input, out, op),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Process,
+    Flush,
+    Finish,
+}
+
+/// Offer `STEP` bytes of space at the end of `out` to `f`, keep the `n` bytes it reports as
+/// written. `out`'s allocation is reused across calls, so this allocates only when it grows.
+fn fill<T>(
+    out: &mut BytesMut,
+    f: impl FnOnce(&mut [u8]) -> io::Result<(usize, T)>,
+) -> io::Result<(usize, T)> {
+    let start = out.len();
+    out.resize(start + STEP, 0);
+    let result = f(&mut out[start..]);
+    let written = result.as_ref().map_or(0, |(n, _)| (*n).min(STEP));
+    out.truncate(start + written);
+    result
+}
+
+fn stalled() -> io::Error {
+    io::Error::other("compressor made no progress")
+}
+
+fn flate(c: &mut Compress, mut input: &[u8], out: &mut BytesMut, op: Op) -> io::Result<()> {
+    let flush = match op {
+        Op::Process => FlushCompress::None,
+        Op::Flush => FlushCompress::Sync,
+        Op::Finish => FlushCompress::Finish,
+    };
+    loop {
+        let (in0, out0) = (c.total_in(), c.total_out());
+        let (produced, status) = fill(out, |buf| {
+            let status = c.compress(input, buf, flush).map_err(io::Error::other)?;
+            Ok(((c.total_out() - out0) as usize, status))
+        })?;
+        let consumed = (c.total_in() - in0) as usize;
+        input = input.get(consumed..).unwrap_or_default();
+        // zlib's rule: a flush is complete once a call leaves output space unused.
+        let done = match op {
+            Op::Process => input.is_empty(),
+            Op::Flush => input.is_empty() && produced < STEP,
+            Op::Finish => status == Status::StreamEnd,
+        };
+        if done {
+            return Ok(());
+        }
+        if consumed == 0 && produced == 0 {
+            return Err(stalled());
+        }
+    }
+}
+
+fn brotli(
+    s: &mut BrotliEncoderStateStruct<StandardAlloc>,
+    input: &[u8],
+    out: &mut BytesMut,
+    op: Op,
+) -> io::Result<()> {
+    let operation = match op {
+        Op::Process => BrotliEncoderOperation::BROTLI_OPERATION_PROCESS,
+        Op::Flush => BrotliEncoderOperation::BROTLI_OPERATION_FLUSH,
+        Op::Finish => BrotliEncoderOperation::BROTLI_OPERATION_FINISH,
+    };
+    let mut nop = |_: &mut interface::PredictionModeContextMap<brotli::InputReferenceMut>,
+                   _: &mut [interface::StaticCommand],
+                   _: interface::InputPair,
+                   _: &mut StandardAlloc| ();
+    let mut avail_in = input.len();
+    let mut in_offset = 0;
+    loop {
+        let before_in = avail_in;
+        let (produced, ok) = fill(out, |buf| {
+            let mut avail_out = buf.len();
+            let mut out_offset = 0;
+            let ok = s.compress_stream(
+                operation,
+                &mut avail_in,
+                input,
+                &mut in_offset,
+                &mut avail_out,
+                buf,
+                &mut out_offset,
+                &mut None,
+                &mut nop,
+            );
+            Ok((out_offset, ok))
+        })?;
+        if !ok {
+            return Err(io::Error::other("brotli encoder rejected its input"));
+        }
+        let done = match op {
+            Op::Process => avail_in == 0,
+            Op::Flush => avail_in == 0 && !s.has_more_output(),
+            Op::Finish => s.is_finished(),
+        };
+        if done {
+            return Ok(());
+        }
+        if before_in == avail_in && produced == 0 && op == Op::Process {
+            return Err(stalled());
+        }
+    }
+}
+
+fn zstd_run(
+    z: &mut zstd::stream::raw::Encoder<'static>,
+    input: &[u8],
+    out: &mut BytesMut,
+    op: Op,
+) -> io::Result<()> {
+    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+    let mut inb = InBuffer::around(input);
+    loop {
+        let before = inb.pos();
+        // For flush/finish zstd returns how many bytes it still holds; 0 means done.
+        let (produced, remaining) = fill(out, |buf| {
+            let mut outb = OutBuffer::around(buf);
+            let remaining = match op {
+                Op::Process => z.run(&mut inb, &mut outb).map(|_| 0)?,
+                Op::Flush => z.flush(&mut outb)?,
+                Op::Finish => z.finish(&mut outb, true)?,
+            };
+            Ok((outb.pos(), remaining))
+        })?;
+        let done = match op {
+            Op::Process => inb.pos() == input.len(),
+            Op::Flush | Op::Finish => remaining == 0,
+        };
+        if done {
+            return Ok(());
+        }
+        if inb.pos() == before && produced == 0 && op == Op::Process {
+            return Err(stalled());
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Streaming response compression (DESIGN.md capabilities 7–8).
+//!
+//! A response is compressed as ONE stream — one gzip member, one brotli stream, one zstd frame —
+//! however many chunks it arrives in. Per-chunk members (seed 004) decode in curl but not in
+//! browsers. Streaming works through sync flushes instead: whenever the upstream pauses, or
+//! at the latest after a delay, everything received so far is made decodable and sent.
+//!
+//! - [`encoder`]: [`Encoder`], `write` / `flush` / `finish` over flate2 (zlib-rs), brotli, zstd.
+//! - [`body`]: [`CompressBody`], an `http_body::Body` adapter deciding *when* to flush.
+//!
+//! Negotiation (which coding, whether to compress at all) and header edits live elsewhere.
+
+pub mod body;
+pub mod encoder;
+
+pub use body::{CompressBody, CompressOptions};
+pub use encoder::{Algorithm, Encoder};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,108 @@
+//! Unit tests for [`super::Encoder`]: levels, flush, finish, zstd window.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::io::Read;
+
+use bytes::BytesMut;
+
+use super::{Algorithm, Encoder};
+
+const ALL: [Algorithm; 4] = [
+    Algorithm::Gzip,
+    Algorithm::Deflate,
+    Algorithm::Br,
+    Algorithm::Zstd,
+];
+
+fn decode(alg: Algorithm, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    match alg {
+        Algorithm::Gzip => flate2::read::GzDecoder::new(data).read_to_end(&mut out),
+        Algorithm::Deflate => flate2::read::ZlibDecoder::new(data).read_to_end(&mut out),
+        Algorithm::Br => brotli::Decompressor::new(data, 4096).read_to_end(&mut out),
+        Algorithm::Zstd => {
+            let mut d = zstd::stream::read::Decoder::new(data).unwrap();
+            d.window_log_max(23).unwrap();
+            d.read_to_end(&mut out)
+        }
+    }
+    .unwrap();
+    out
+}
+
+#[test]
+fn levels_are_clamped_into_range() {
+    assert_eq!(Algorithm::Gzip.clamp_level(0), 1);
+    assert_eq!(Algorithm::Gzip.clamp_level(42), 9);
+    assert_eq!(Algorithm::Br.clamp_level(-3), 0);
+    assert_eq!(Algorithm::Br.clamp_level(12), 11);
+    assert_eq!(Algorithm::Zstd.clamp_level(22), 19);
+    assert_eq!(Algorithm::Zstd.clamp_level(-5), 1);
+    for alg in ALL {
+        assert_eq!(alg.clamp_level(alg.default_level()), alg.default_level());
+        for level in [i32::MIN, -1, 0, 100, i32::MAX] {
+            assert!(Encoder::new(alg, Some(level)).is_ok(), "{alg:?} {level}");
+        }
+    }
+}
+
+#[test]
+fn write_flush_write_finish_is_one_stream() {
+    for alg in ALL {
+        let mut enc = Encoder::new(alg, None).unwrap();
+        let mut out = BytesMut::new();
+        enc.write(b"hello ", &mut out).unwrap();
+        enc.flush(&mut out).unwrap();
+        let flushed = out.len();
+        assert!(flushed > 0, "{alg:?}: a flush emits the pending block");
+        enc.flush(&mut out).unwrap(); // a second flush with no input is harmless
+        enc.write(b"world", &mut out).unwrap();
+        enc.finish(&mut out).unwrap();
+        assert_eq!(decode(alg, &out), b"hello world", "{alg:?}");
+    }
+}
+
+#[test]
+fn finish_is_idempotent_and_closes_the_stream() {
+    for alg in ALL {
+        let mut enc = Encoder::new(alg, Some(1)).unwrap();
+        let mut out = BytesMut::new();
+        enc.finish(&mut out).unwrap();
+        let len = out.len();
+        enc.finish(&mut out).unwrap();
+        assert_eq!(out.len(), len, "{alg:?}");
+        assert!(enc.write(b"late", &mut out).is_err(), "{alg:?}");
+        assert!(decode(alg, &out).is_empty());
+    }
+}
+
+#[test]
+fn output_larger_than_one_step_is_complete() {
+    // Incompressible input forces several output steps per call.
+    let mut seed = 1u32;
+    let data: Vec<u8> = (0..100_000)
+        .map(|_| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (seed >> 16) as u8
+        })
+        .collect();
+    for alg in ALL {
+        let mut enc = Encoder::new(alg, None).unwrap();
+        let mut out = BytesMut::new();
+        enc.write(&data, &mut out).unwrap();
+        enc.finish(&mut out).unwrap();
+        assert_eq!(decode(alg, &out), data, "{alg:?}");
+    }
+}
+
+#[test]
+fn zstd_window_stays_within_8_mib_at_the_highest_level() {
+    let mut enc = Encoder::new(Algorithm::Zstd, Some(99)).unwrap();
+    let mut out = BytesMut::new();
+    enc.write(&[b'a'; 10_000], &mut out).unwrap();
+    enc.finish(&mut out).unwrap();
+    // `decode` refuses windows above 2^23.
+    assert_eq!(decode(Algorithm::Zstd, &out), vec![b'a'; 10_000]);
+}

@@ -1,0 +1,265 @@
+//! Streaming response compression end to end: every coding decodes with the crates and (where
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::panic)]
+//! installed) the standard CLI tools, as one stream, flushed when the upstream pauses, after the
+//! delay, or per event.
+
+#[path = "compress/support.rs"]
+mod support;
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant as StdInstant};
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
+use support::{ALL, ChannelBody, ReadyBody, StreamDecoder, decode, decode_cli};
+use tokio::sync::mpsc;
+
+fn compress<B>(alg: Algorithm, inner: B, options: CompressOptions) -> CompressBody<B> {
+    CompressBody::new(inner, Encoder::new(alg, None).unwrap(), options)
+}
+
+/// All data frames concatenated, plus the trailers if any.
+async fn collect<B>(mut body: B) -> (Vec<u8>, Option<HeaderMap>)
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    let (mut data, mut trailers) = (Vec::new(), None);
+    while let Some(frame) = body.frame().await {
+        match frame.unwrap().into_data() {
+            Ok(d) => data.extend_from_slice(&d),
+            Err(f) => trailers = f.into_trailers().ok(),
+        }
+    }
+    (data, trailers)
+}
+
+#[tokio::test]
+async fn fixture_in_uneven_chunks_decodes_with_crates_and_cli() {
+    let fixture = support::json_fixture();
+    for alg in ALL {
+        // A producer task makes the channel run dry now and then: pending flushes happen.
+        let (tx, rx) = mpsc::unbounded_channel();
+        let chunks = support::uneven_chunks(&fixture);
+        tokio::spawn(async move {
+            for c in chunks {
+                tx.send(Ok(Frame::data(c))).unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let (streamed, _) = collect(compress(alg, ChannelBody(rx), Default::default())).await;
+        // An always-ready body: no pending flushes at all.
+        let ready = ReadyBody {
+            chunks: support::uneven_chunks(&fixture).into(),
+            endless: None,
+        };
+        let (whole, _) = collect(compress(alg, ready, Default::default())).await;
+        for data in [&streamed, &whole] {
+            assert_eq!(decode(alg, data), fixture, "{alg:?}");
+            if let Some(cli) = decode_cli(alg, data) {
+                assert_eq!(cli, fixture, "{alg:?} via CLI");
+            }
+        }
+        assert!(
+            whole.len() < fixture.len() / 3,
+            "{alg:?}: {} bytes",
+            whole.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_paused_upstream_gets_its_bytes_to_the_client_before_more_arrive() {
+    for alg in ALL {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut body = compress(alg, ChannelBody(rx), Default::default());
+        let mut decoder = StreamDecoder::new(alg);
+        tx.send(Ok(Frame::data(Bytes::from_static(
+            b"{\"first\": \"chunk\"}\n",
+        ))))
+        .unwrap();
+        // Chunk 2 is not sent yet: this frame can only come from a flush on Pending.
+        let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(decoder.feed(&frame), b"{\"first\": \"chunk\"}\n", "{alg:?}");
+
+        tx.send(Ok(Frame::data(Bytes::from_static(b"{\"second\": 2}"))))
+            .unwrap();
+        drop(tx);
+        let (rest, _) = collect(body).await;
+        assert_eq!(decoder.feed(&rest), b"{\"second\": 2}", "{alg:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_busy_upstream_is_flushed_no_later_than_the_delay() {
+    let delay = Duration::from_millis(50);
+    let line = Bytes::from_static(b"{\"tick\":1}\n");
+    for alg in ALL {
+        let inner = ReadyBody {
+            chunks: Default::default(),
+            endless: Some(line.clone()),
+        };
+        let options = CompressOptions {
+            flush_delay: delay,
+            event_stream: false,
+        };
+        let mut body = compress(alg, inner, options);
+        let start = tokio::time::Instant::now();
+        let frame = loop {
+            // One poll per millisecond of virtual time; the body never returns Pending itself.
+            let polled = poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx))).await;
+            if let Poll::Ready(frame) = polled {
+                break frame.unwrap().unwrap().into_data().unwrap();
+            }
+            tokio::time::advance(Duration::from_millis(1)).await;
+        };
+        // Not earlier either: nothing but the timer flushes an always-ready body.
+        let elapsed = start.elapsed();
+        assert!(
+            elapsed <= delay && elapsed >= delay / 2,
+            "{alg:?}: first frame after {elapsed:?}"
+        );
+        let decoded = StreamDecoder::new(alg).feed(&frame);
+        assert!(!decoded.is_empty(), "{alg:?}");
+        assert!(
+            decoded.chunks(line.len()).all(|c| c == line),
+            "{alg:?} {} {}",
+            decoded.len(),
+            frame.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn event_streams_and_zero_delay_flush_every_chunk() {
+    let events: Vec<Bytes> = (0..5)
+        .map(|i| Bytes::from(format!("data: event {i}\n\n")))
+        .collect();
+    let options = [
+        CompressOptions {
+            flush_delay: Duration::from_secs(3600),
+            event_stream: true,
+        },
+        CompressOptions {
+            flush_delay: Duration::ZERO,
+            event_stream: false,
+        },
+    ];
+    for alg in ALL {
+        for options in options {
+            // Always ready: only the per-chunk policy can split the output.
+            let inner = ReadyBody {
+                chunks: events.clone().into(),
+                endless: None,
+            };
+            let mut body = compress(alg, inner, options);
+            let mut decoder = StreamDecoder::new(alg);
+            for event in &events {
+                let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+                assert_eq!(decoder.feed(&frame), event.as_ref(), "{alg:?} {options:?}");
+            }
+            let (end, _) = collect(body).await;
+            assert!(decoder.feed(&end).is_empty());
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_empty_body_is_a_valid_empty_stream() {
+    for alg in ALL {
+        let inner = ReadyBody {
+            chunks: Default::default(),
+            endless: None,
+        };
+        let (data, _) = collect(compress(alg, inner, Default::default())).await;
+        assert!(
+            !data.is_empty(),
+            "{alg:?}: a stream needs its header and end marker"
+        );
+        assert!(decode(alg, &data).is_empty());
+        if let Some(cli) = decode_cli(alg, &data) {
+            assert!(cli.is_empty());
+        }
+    }
+}
+
+#[tokio::test]
+async fn trailers_follow_the_finished_stream() {
+    for alg in ALL {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", "0".parse().unwrap());
+        tx.send(Ok(Frame::data(Bytes::from_static(b"payload"))))
+            .unwrap();
+        tx.send(Ok(Frame::trailers(trailers.clone()))).unwrap();
+        drop(tx);
+        let (data, got) = collect(compress(alg, ChannelBody(rx), Default::default())).await;
+        assert_eq!(decode(alg, &data), b"payload");
+        assert_eq!(got, Some(trailers), "{alg:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_inner_error_propagates() {
+    for alg in ALL {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(Ok(Frame::data(Bytes::from_static(b"partial"))))
+            .unwrap();
+        tx.send(Err("upstream reset".into())).unwrap();
+        let mut body = compress(alg, ChannelBody(rx), Default::default());
+        let error = loop {
+            match body.frame().await {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => break e,
+                None => panic!("{alg:?}: error swallowed"),
+            }
+        };
+        assert_eq!(error.to_string(), "upstream reset");
+        assert!(
+            body.frame().await.is_none(),
+            "{alg:?}: nothing after the error"
+        );
+    }
+}
+
+/// Throughput of each codec on the fixture. Measured, never asserted:
+/// `cargo test --release -p sluice-http --test compress -- --ignored --nocapture`.
+#[test]
+#[ignore = "performance measurement; run by hand in release mode"]
+fn throughput() {
+    let fixture = support::json_fixture();
+    let runs: [(Algorithm, &[i32]); 3] = [
+        (Algorithm::Gzip, &[1, 2, 4, 6, 9]),
+        (Algorithm::Br, &[4, 11]),
+        (Algorithm::Zstd, &[1, 3]),
+    ];
+    for (alg, levels) in runs {
+        for &level in levels {
+            let mut out = bytes::BytesMut::new();
+            let rounds = if level >= 9 { 10 } else { 50 };
+            let start = StdInstant::now();
+            for _ in 0..rounds {
+                out.clear();
+                let mut encoder = Encoder::new(alg, Some(level)).unwrap();
+                for chunk in fixture.chunks(16 * 1024) {
+                    encoder.write(chunk, &mut out).unwrap();
+                }
+                encoder.finish(&mut out).unwrap();
+            }
+            let secs = start.elapsed().as_secs_f64();
+            let mbps = (fixture.len() * rounds) as f64 / secs / 1e6;
+            let ratio = fixture.len() as f64 / out.len() as f64;
+            println!(
+                "{:<5} level {level:>2}: {mbps:>7.1} MB/s, ratio {ratio:.2}",
+                alg.token()
+            );
+        }
+    }
+}
