@@ -24,10 +24,10 @@ use tokio_rustls::TlsAcceptor;
 use crate::metrics::ListenerMetrics;
 use crate::pipeline::{Client, Pipeline};
 
-/// Everything a listener's accept loop needs.
+/// What a listener's connections share. The socket itself is not in here: the accept loop owns
+/// it, so it closes the moment accepting stops, not when the last connection has drained.
 pub struct ListenerTask {
     pub name: String,
-    pub listener: TcpListener,
     pub tls: Option<TlsAcceptor>,
     pub protocols: Protocols,
     pub limits: ListenerLimits,
@@ -70,6 +70,7 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
 
 /// Accept connections until `shutdown` flips to true.
 pub async fn accept_loop(
+    listener: TcpListener,
     task: ListenerTask,
     mut shutdown: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
@@ -79,7 +80,7 @@ pub async fn accept_loop(
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
-            accepted = task.listener.accept() => accepted,
+            accepted = listener.accept() => accepted,
             _ = shutdown.changed() => break,
         };
         let (stream, remote) = match accepted {
@@ -120,6 +121,7 @@ pub async fn accept_loop(
             drop(guard);
         });
     }
+    drop(listener);
     tracing::debug!(listener = %task.name, "stopped accepting");
 }
 

@@ -137,15 +137,34 @@ struct CountingBody {
     count: Arc<AtomicU64>,
 }
 
+/// The client's request body failed (it went away, or sent a broken chunked body): the
+/// client's fault, which the proxy must not count against the upstream server.
+#[derive(Debug)]
+pub struct ClientBodyError(pub hyper::Error);
+
+impl std::fmt::Display for ClientBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "reading the client's request body: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClientBodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 impl http_body::Body for CountingBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = ClientBodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        let polled = Pin::new(&mut self.inner)
+            .poll_frame(cx)
+            .map_err(ClientBodyError);
         if let Poll::Ready(Some(Ok(frame))) = &polled
             && let Some(data) = frame.data_ref()
         {

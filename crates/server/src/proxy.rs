@@ -166,15 +166,18 @@ impl ProxyHandler {
                     };
                     return Err(Error::downstream(kind, what).with_source(err));
                 }
-                Ok(Err(err)) if client_stalled(&err) => {
+                Ok(Err(err)) if client_fault(&err).is_some() => {
                     // The client's fault, not the server's: no failure counted, no retry.
-                    return Err(Error::downstream(
-                        ErrorKind::RequestTimeout,
+                    let kind = client_fault(&err).unwrap_or(ErrorKind::BadRequest);
+                    let what = if kind == ErrorKind::RequestTimeout {
                         format!(
                             "the request body stalled for more than {:?}",
                             self.upstream.timeouts.idle
-                        ),
-                    ));
+                        )
+                    } else {
+                        "the request body broke off before its end".to_string()
+                    };
+                    return Err(Error::downstream(kind, what).with_source(err));
                 }
                 Ok(Err(err)) => {
                     let server = address_label(peer.address());
@@ -386,18 +389,21 @@ fn decoding_refused(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind
         .filter(|k| matches!(k, ErrorKind::PayloadTooLarge | ErrorKind::BadRequest))
 }
 
-/// Whether `err` was caused by the client's request body stalling.
-fn client_stalled(err: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether `err` was caused by the client's request body: it stalled (408) or broke off (400).
+fn client_fault(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     let mut cause = Some(err);
     while let Some(e) = cause {
         if e.downcast_ref::<Stalled>()
             .is_some_and(|s| s.side == Side::Downstream)
         {
-            return true;
+            return Some(ErrorKind::RequestTimeout);
+        }
+        if e.is::<crate::observe::ClientBodyError>() {
+            return Some(ErrorKind::BadRequest);
         }
         cause = e.source();
     }
-    false
+    None
 }
 
 /// A body that fails when no frame arrives for `idle`: the upstream's response (cutting the

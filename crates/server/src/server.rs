@@ -127,20 +127,22 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
             address,
             tls: acceptor.is_some(),
         });
-        tasks.push(ListenerTask {
-            name: listener.name.clone(),
-            listener: socket,
-            tls: acceptor,
-            protocols: listener.protocols,
-            limits: listener.limits.clone(),
-            metrics: metrics.listener(&listener.name),
-            pipeline: Arc::new(Pipeline {
-                router: Router::for_listener(&routes, &listener.name),
-                server_header: config.server.server_header.clone(),
-                access_log: access_log.clone(),
-                unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
-            }),
-        });
+        tasks.push((
+            socket,
+            ListenerTask {
+                name: listener.name.clone(),
+                tls: acceptor,
+                protocols: listener.protocols,
+                limits: listener.limits.clone(),
+                metrics: metrics.listener(&listener.name),
+                pipeline: Arc::new(Pipeline {
+                    router: Router::for_listener(&routes, &listener.name),
+                    server_header: config.server.server_header.clone(),
+                    access_log: access_log.clone(),
+                    unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
+                }),
+            },
+        ));
     }
 
     let (drain, drained) = mpsc::channel(1);
@@ -152,8 +154,13 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
             shutdown_rx.clone(),
         ));
     }
-    for task in tasks {
-        tokio::spawn(accept_loop(task, shutdown_rx.clone(), drain.clone()));
+    for (socket, task) in tasks {
+        tokio::spawn(accept_loop(
+            socket,
+            task,
+            shutdown_rx.clone(),
+            drain.clone(),
+        ));
     }
     for l in &bound {
         let scheme = if l.tls { "https" } else { "http" };

@@ -16,14 +16,18 @@ use hyper_util::client::legacy::connect::capture_connection;
 use hyper_util::client::legacy::{self, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use sluice_config::Upstream;
-use sluice_core::Body;
+use sluice_core::{Body, BoxError};
 
 use crate::connect::{ConnectObserver, ConnectionUses, Connector, peer_authority};
 
 /// Sends requests to the peers of one group over pooled connections.
 #[derive(Clone)]
 pub struct UpstreamClient {
-    client: Client<Connector, Body>,
+    /// HTTP/1.1: one client for the group, pooled per peer by synthetic authority. HTTP/2: one
+    /// client per peer, because h2 sends the URI's authority as `:authority` and it must be the
+    /// request's real host (RFC 9113 §8.3.1), not a pool key.
+    clients: Vec<Client<Connector, Body>>,
+    http2: bool,
     /// The connector's handle, for its open-connection counts.
     connector: Connector,
     /// Retire a connection after this many requests (0 = never).
@@ -51,8 +55,16 @@ impl UpstreamClient {
         let bases = (0..config.servers.len())
             .map(|i| format!("http://{}", peer_authority(i)))
             .collect();
+        let clients = if config.http2 {
+            (0..config.servers.len())
+                .map(|i| builder.build(connector.for_peer(i)))
+                .collect()
+        } else {
+            vec![builder.build(connector.clone())]
+        };
         Self {
-            client: builder.build(connector.clone()),
+            clients,
+            http2: config.http2,
             connector,
             max_requests: config.keepalive.max_requests,
             bases,
@@ -71,16 +83,28 @@ impl UpstreamClient {
         mut req: Request<Body>,
     ) -> Result<
         impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
-        http::Error,
+        BoxError,
     > {
-        let base = self.bases.get(index).map_or("http://p0", String::as_str);
         let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-        let uri: Uri = format!("{base}{path}").parse()?;
-        *req.uri_mut() = uri;
+        let (client, uri) = if self.http2 {
+            let host = req
+                .headers()
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .filter(|h| h.parse::<http::uri::Authority>().is_ok())
+                .unwrap_or("localhost");
+            (self.clients.get(index), format!("http://{host}{path}"))
+        } else {
+            let base = self.bases.get(index).map_or("http://p0", String::as_str);
+            (self.clients.first(), format!("{base}{path}"))
+        };
+        let client =
+            client.ok_or_else(|| BoxError::from(format!("no upstream peer number {index}")))?;
+        *req.uri_mut() = uri.parse::<Uri>()?;
         let max = self.max_requests;
         // The capture is what lets us tell hyper's pool not to reuse a connection.
         let capture = (max > 0).then(|| capture_connection(&mut req));
-        let pending = self.client.request(req);
+        let pending = client.request(req);
         Ok(async move {
             let response = pending.await?;
             if let (Some(capture), Some(uses)) =

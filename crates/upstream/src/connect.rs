@@ -38,6 +38,9 @@ pub struct Connector {
     open: Arc<[AtomicUsize]>,
     timeout: Duration,
     observer: Option<ConnectObserver>,
+    /// Always connect to this peer, whatever the URI says (HTTP/2 groups: the URI's authority
+    /// must be the real host, because h2 sends it as `:authority`).
+    fixed: Option<usize>,
 }
 
 impl Connector {
@@ -52,6 +55,15 @@ impl Connector {
             open,
             timeout,
             observer,
+            fixed: None,
+        }
+    }
+
+    /// A connector that always reaches peer `index` (sharing this one's counts).
+    pub fn for_peer(&self, index: usize) -> Self {
+        Self {
+            fixed: Some(index),
+            ..self.clone()
         }
     }
 
@@ -110,7 +122,7 @@ impl tower_service::Service<http::Uri> for Connector {
     fn call(&mut self, uri: http::Uri) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            let index = peer_index(&uri).ok_or_else(|| {
+            let index = this.fixed.or_else(|| peer_index(&uri)).ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!("not a peer URI: {uri}"),

@@ -561,3 +561,85 @@ async fn an_inline_address_needs_no_upstream_table() {
         .unwrap();
     assert_eq!(resp.headers()["x-origin"], "inline");
 }
+
+#[tokio::test]
+async fn http2_upstreams_see_the_real_authority() {
+    // An h2 upstream that answers with the :authority it received.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    |req: hyper::Request<hyper::body::Incoming>| async move {
+                        let authority = req
+                            .uri()
+                            .authority()
+                            .map(|a| a.to_string())
+                            .unwrap_or_default();
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from(authority)),
+                        ))
+                    },
+                );
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+            });
+        }
+    });
+    let upstream = format!("servers = [\"{addr}\"]\nhttp2 = true");
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let resp = client(Offer::Http1)
+        .get(server.url("/"))
+        .header("host", "site.test:8443")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.text().await.unwrap(), "site.test:8443");
+}
+
+#[tokio::test]
+async fn a_client_that_aborts_its_upload_does_not_eject_the_server() {
+    use tokio::io::AsyncWriteExt;
+    let origin = start_origin(None).await;
+    // One failure would take the only server out for a minute.
+    let upstream = format!(
+        r#"servers = [{{ address = "{}", max_fails = 1, fail_timeout = "60s" }}]"#,
+        origin.addr
+    );
+    let server = start_toml(&proxy_toml(
+        &upstream,
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    for _ in 0..3 {
+        let mut stream = tokio::net::TcpStream::connect(server.first_addr())
+            .await
+            .unwrap();
+        stream
+            .write_all(
+                b"POST /reqinfo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789",
+            )
+            .await
+            .unwrap();
+        drop(stream);
+    }
+    // Every request in the next second must still find the server.
+    let http = client(Offer::Http1);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        let resp = http.get(server.url("/hello")).send().await.unwrap();
+        assert_eq!(
+            resp.status(),
+            200,
+            "the server was ejected because a client went away"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
