@@ -89,6 +89,23 @@ pub fn apply_edits(headers: &mut HeaderMap, edits: &HeaderEdits) {
     }
 }
 
+/// Join an HTTP/2 client's separate `cookie` fields into one, as RFC 9113 §8.2.3 requires before
+/// forwarding to HTTP/1.1 (many servers read only the first `Cookie` line).
+pub fn merge_cookies(headers: &mut HeaderMap) {
+    let mut values = headers.get_all(header::COOKIE).iter();
+    let (Some(first), Some(_)) = (values.next(), values.next()) else {
+        return;
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for value in headers.get_all(header::COOKIE).iter().skip(1) {
+        joined.extend_from_slice(b"; ");
+        joined.extend_from_slice(value.as_bytes());
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
+    }
+}
+
 /// `Via`'s protocol version for an HTTP version.
 pub fn via_version(version: http::Version) -> &'static str {
     match version {
@@ -134,6 +151,20 @@ mod tests {
         assert_eq!(h["x-forwarded-proto"], "https");
         assert_eq!(h["x-forwarded-host"], "a.test");
         assert_eq!(h["via"], "1.1 edge, 2 sluice");
+    }
+
+    #[test]
+    fn split_cookies_are_joined() {
+        let mut h = HeaderMap::new();
+        h.append("cookie", "a=1".parse().unwrap());
+        h.append("cookie", "b=2".parse().unwrap());
+        merge_cookies(&mut h);
+        assert_eq!(h.get_all("cookie").iter().count(), 1);
+        assert_eq!(h["cookie"], "a=1; b=2");
+        let mut one = HeaderMap::new();
+        one.insert("cookie", "a=1".parse().unwrap());
+        merge_cookies(&mut one);
+        assert_eq!(one["cookie"], "a=1");
     }
 
     #[test]

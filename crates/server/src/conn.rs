@@ -173,9 +173,18 @@ async fn serve_io<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let pipeline = task.pipeline.clone();
+    // Requests waiting for their response head: a connection with one is not idle, however
+    // long the upstream takes (long polls); once the body streams, bytes move anyway.
+    let waiting = Arc::new(AtomicU64::new(0));
+    let waiting_in_service = waiting.clone();
     let service = service_fn(move |req: hyper::Request<Incoming>| {
         let pipeline = pipeline.clone();
-        async move { Ok::<_, Infallible>(pipeline.handle(client, req).await) }
+        let waiting = Waiting::start(&waiting_in_service);
+        async move {
+            let response = pipeline.handle(client, req).await;
+            drop(waiting);
+            Ok::<_, Infallible>(response)
+        }
     });
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -200,7 +209,7 @@ async fn serve_io<I>(
             }
             _ = idle_check.tick() => {
                 let now = activity.load(Ordering::Relaxed);
-                if now == last_seen {
+                if now == last_seen && waiting.load(Ordering::Relaxed) == 0 {
                     if closing {
                         // Graceful close needs the client's help (HTTP/2 waits for a PING ack);
                         // a client silent for another idle period is dropped.
@@ -214,6 +223,23 @@ async fn serve_io<I>(
                 last_seen = now;
             }
         }
+    }
+}
+
+/// Counts a request as waiting for its response head until dropped (also when hyper drops the
+/// request because the client went away).
+struct Waiting(Arc<AtomicU64>);
+
+impl Waiting {
+    fn start(count: &Arc<AtomicU64>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -67,9 +67,24 @@ impl ProxyHandler {
                 Err(refusal) => return Ok(*refusal),
             }
         }
-        let host = crate::router::request_host_parts(&parts).map(|h| h.into_owned());
+        // The host as the client wrote it, port included: from the target URI when it has an
+        // authority (HTTP/2, absolute-form), which then wins over Host (RFC 9112 §3.2.2).
+        let host = match parts.uri.authority() {
+            Some(a) => Some(
+                a.port()
+                    .map_or_else(|| a.host().to_owned(), |p| format!("{}:{p}", a.host())),
+            ),
+            None => parts
+                .headers
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        };
         let pick_uri = parts.uri.clone();
 
+        if parts.version == http::Version::HTTP_2 {
+            headers::merge_cookies(&mut parts.headers);
+        }
         headers::remove_hop_by_hop(&mut parts.headers);
         let hop = Hop {
             client_ip: client.remote.ip(),
@@ -274,11 +289,9 @@ impl ProxyHandler {
                 UpstreamAddress::Tcp(a) => HeaderValue::from_str(a).ok(),
                 UpstreamAddress::Unix(_) => Some(HeaderValue::from_static("localhost")),
             },
-            // HTTP/2 clients send :authority instead of Host; HTTP/1.1 upstreams need Host.
-            HostHeader::Pass => match req.headers().get(header::HOST) {
-                Some(_) => None,
-                None => client_host.and_then(|h| HeaderValue::from_str(h).ok()),
-            },
+            // HTTP/2 clients send :authority instead of Host, and an absolute-form target's
+            // authority replaces Host; HTTP/1.1 upstreams need it as Host.
+            HostHeader::Pass => client_host.and_then(|h| HeaderValue::from_str(h).ok()),
         };
         if let Some(v) = value {
             req.headers_mut().insert(header::HOST, v);

@@ -643,3 +643,66 @@ async fn a_client_that_aborts_its_upload_does_not_eject_the_server() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn an_http2_client_gets_one_cookie_line_and_its_port_in_host() {
+    let origin = start_origin(None).await;
+    let server = start_toml(&proxy_toml(
+        &servers(&[&origin]),
+        r#"proxy = { upstream = "backend" }"#,
+    ))
+    .await;
+    let resp = client(Offer::Http2)
+        .get(server.url("/reqinfo"))
+        .header("cookie", "a=1")
+        .header("cookie", "b=2")
+        .send()
+        .await
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    let headers = info["headers"].as_array().unwrap();
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .iter()
+            .filter(|p| p[0] == name)
+            .map(|p| p[1].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(values("cookie"), vec!["a=1; b=2".to_string()]);
+    assert_eq!(values("host"), vec![server.first_addr().to_string()]);
+    assert_eq!(
+        values("x-forwarded-host"),
+        vec![server.first_addr().to_string()]
+    );
+}
+
+#[tokio::test]
+async fn a_long_poll_outlives_the_idle_timeout() {
+    // An upstream that takes 3.5 s to answer (three idle periods), behind a listener that closes idle connections
+    // after 1 s: the waiting request keeps its connection.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_req| async move {
+                    tokio::time::sleep(Duration::from_millis(3500)).await; // the slow upstream itself
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        http_body_util::Full::new(bytes::Bytes::from_static(b"late")),
+                    ))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let server = start_toml(&format!(
+        "[log]\naccess = \"off\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\nidle_timeout = \"1s\"\n[[routes]]\nproxy = {{ to = \"{addr}\" }}\n"
+    ))
+    .await;
+    for offer in [Offer::Http1, Offer::Http2] {
+        let resp = client(offer).get(server.url("/poll")).send().await.unwrap();
+        assert_eq!(resp.text().await.unwrap(), "late", "{offer:?}");
+    }
+}
