@@ -24,6 +24,12 @@ fn proxy_toml(upstream: &str, route_extra: &str) -> String {
     )
 }
 
+/// A proxy whose only route forwards everything to the group `[upstreams.backend]` described by
+/// `upstream` (its body).
+async fn proxy_in_front(upstream: &str) -> sluice_testkit::TestServer {
+    start_toml(&proxy_toml(upstream, r#"proxy = { upstream = "backend" }"#)).await
+}
+
 fn servers(origins: &[&TestOrigin]) -> String {
     let list: Vec<String> = origins.iter().map(|o| format!("\"{}\"", o.addr)).collect();
     format!("servers = [{}]", list.join(", "))
@@ -107,11 +113,7 @@ async fn weights_three_to_one_split_four_thousand_requests() {
         r#"servers = [{{ address = "{}", weight = 3 }}, "{}"]"#,
         a.addr, b.addr
     );
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     let counts = origin_counts(&server.url("/hello"), 4000).await;
     let (na, nb) = (counts["a"], counts["b"]);
     assert!(
@@ -130,11 +132,7 @@ async fn unix_socket_upstream() {
     });
     tokio::spawn(origin.serve_unix(listener, std::future::pending()));
     let upstream = format!(r#"servers = ["unix:{}"]"#, sock.display());
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     let resp = client(Offer::Http2)
         .get(server.url("/hello"))
         .send()
@@ -144,21 +142,25 @@ async fn unix_socket_upstream() {
     assert_eq!(resp.text().await.unwrap(), "Hello World!".repeat(10));
 }
 
-/// A demo origin that counts the connections it accepts.
-async fn counting_origin() -> (SocketAddr, Arc<AtomicUsize>) {
+/// An upstream on 127.0.0.1 port 0 (HTTP/1.1 and h2c) answering every request with `handler`;
+/// returns its address and the number of connections it has accepted.
+async fn serve_fn<F, Fut>(handler: F) -> (SocketAddr, Arc<AtomicUsize>)
+where
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<sluice_core::Body>> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
-    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions::default());
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
-            let origin = origin.clone();
+            let handler = handler.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
-                    let origin = origin.clone();
-                    async move { Ok::<_, std::convert::Infallible>(origin.handle(req).await) }
+                    let response = handler(req);
+                    async move { Ok::<_, std::convert::Infallible>(response.await) }
                 });
                 let _ = hyper_util::server::conn::auto::Builder::new(
                     hyper_util::rt::TokioExecutor::new(),
@@ -171,14 +173,20 @@ async fn counting_origin() -> (SocketAddr, Arc<AtomicUsize>) {
     (addr, accepted)
 }
 
+/// A demo origin that counts the connections it accepts.
+async fn counting_origin() -> (SocketAddr, Arc<AtomicUsize>) {
+    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions::default());
+    serve_fn(move |req| {
+        let origin = origin.clone();
+        async move { origin.handle(req).await }
+    })
+    .await
+}
+
 #[tokio::test]
 async fn keepalive_reuses_upstream_connections() {
     let (addr, accepted) = counting_origin().await;
-    let server = start_toml(&proxy_toml(
-        &format!(r#"servers = ["{addr}"]"#),
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&format!(r#"servers = ["{addr}"]"#)).await;
     let http = client(Offer::Http1);
     for _ in 0..10_000 {
         let resp = http.get(server.url("/hello")).send().await.unwrap();
@@ -242,11 +250,7 @@ async fn all_servers_down_is_a_quick_502() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let server = start_toml(&proxy_toml(
-        &format!(r#"servers = ["{dead}"]"#),
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&format!(r#"servers = ["{dead}"]"#)).await;
     let started = Instant::now();
     let resp = client(Offer::Http1)
         .get(server.url("/"))
@@ -276,11 +280,7 @@ async fn a_silent_upstream_is_a_504() {
     let upstream = format!(
         "servers = [\"{addr}\"]\n[upstreams.backend.timeouts]\nresponse_header = \"300ms\""
     );
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     let resp = client(Offer::Http1)
         .get(server.url("/"))
         .send()
@@ -293,11 +293,7 @@ async fn a_silent_upstream_is_a_504() {
 async fn streams_a_large_download_and_upload() {
     use sha2::Digest;
     let origin = start_origin(None).await;
-    let server = start_toml(&proxy_toml(
-        &servers(&[&origin]),
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&servers(&[&origin])).await;
     let http = client(Offer::Http1);
     let mut resp = http
         .get(server.url("/stream?chunks=512&size=65536"))
@@ -340,38 +336,23 @@ async fn streams_a_large_download_and_upload() {
 #[tokio::test]
 async fn a_client_that_goes_away_cancels_the_upstream_request() {
     // An upstream whose endless body tells us when it is dropped.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
     let dropped_tx = Arc::new(std::sync::Mutex::new(Some(dropped_tx)));
-    tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        let service = hyper::service::service_fn(move |_req| {
-            let guard = DropSignal(dropped_tx.clone());
-            async move {
-                let body = futures_util::stream::unfold(guard, |g| async move {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    Some((
-                        Ok::<_, std::io::Error>(hyper::body::Frame::data(
-                            bytes::Bytes::from_static(b"tick\n"),
-                        )),
-                        g,
-                    ))
-                });
-                Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                    http_body_util::StreamBody::new(body),
-                ))
-            }
-        });
-        let _ = hyper::server::conn::http1::Builder::new()
-            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-            .await;
-    });
-    let server = start_toml(&proxy_toml(
-        &format!(r#"servers = ["{addr}"]"#),
-        r#"proxy = { upstream = "backend" }"#,
-    ))
+    let (addr, _) = serve_fn(move |_req| {
+        let guard = DropSignal(dropped_tx.clone());
+        async move {
+            let body = futures_util::stream::unfold(guard, |g| async move {
+                tokio::time::sleep(Duration::from_millis(10)).await; // the upstream's pace
+                let frame = hyper::body::Frame::data(bytes::Bytes::from_static(b"tick\n"));
+                Some((Ok::<_, std::io::Error>(frame), g))
+            });
+            hyper::Response::new(sluice_core::Body::stream(http_body_util::StreamBody::new(
+                body,
+            )))
+        }
+    })
     .await;
+    let server = proxy_in_front(&format!(r#"servers = ["{addr}"]"#)).await;
     let mut resp = client(Offer::Http1)
         .get(server.url("/endless"))
         .send()
@@ -407,11 +388,7 @@ async fn active_health_check_brings_a_server_back() {
         "servers = [\"{}\", \"{b_addr}\"]\n[upstreams.backend.health_check]\npath = \"/hello\"\ninterval = \"100ms\"\ntimeout = \"50ms\"\nrise = 1\nfall = 1",
         a.addr
     );
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     let http = client(Offer::Http1);
     // Once b is marked down, every request lands on a.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -455,11 +432,7 @@ async fn a_post_whose_body_was_not_sent_is_retried_elsewhere() {
         r#"servers = [{{ address = "{dead}", max_fails = 0 }}, "{}"]"#,
         live.addr
     );
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     let http = client(Offer::Http1);
     let body = vec![7u8; 100_000];
     let expected = hex::encode(sha2::Sha256::digest(&body));
@@ -482,11 +455,7 @@ async fn max_requests_retires_upstream_connections() {
     let (addr, accepted) = counting_origin().await;
     let upstream =
         format!("servers = [\"{addr}\"]\n[upstreams.backend.keepalive]\nmax_requests = 10");
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     let http = client(Offer::Http1);
     for _ in 0..100 {
         let resp = http.get(server.url("/hello")).send().await.unwrap();
@@ -503,11 +472,7 @@ async fn max_requests_retires_upstream_connections() {
 async fn http2_to_the_upstream() {
     let origin = start_origin(Some("h2")).await;
     let upstream = format!("servers = [\"{}\"]\nhttp2 = true", origin.addr);
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     let resp = client(Offer::Http1)
         .post(server.url("/reqinfo"))
         .body("over h2")
@@ -526,11 +491,7 @@ async fn a_stalled_upload_gets_408_not_a_hang() {
         "servers = [\"{}\"]\n[upstreams.backend.timeouts]\nidle = \"300ms\"",
         origin.addr
     );
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     // Promise 100 bytes, send 10, then nothing.
     let request = b"POST /reqinfo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789";
     let started = Instant::now();
@@ -564,37 +525,18 @@ async fn an_inline_address_needs_no_upstream_table() {
 
 #[tokio::test]
 async fn http2_upstreams_see_the_real_authority() {
-    // An h2 upstream that answers with the :authority it received.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    |req: hyper::Request<hyper::body::Incoming>| async move {
-                        let authority = req
-                            .uri()
-                            .authority()
-                            .map(|a| a.to_string())
-                            .unwrap_or_default();
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from(authority)),
-                        ))
-                    },
-                );
-                let _ =
-                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-            });
-        }
-    });
-    let upstream = format!("servers = [\"{addr}\"]\nhttp2 = true");
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
+    // An upstream that answers with the :authority it received.
+    let (addr, _) = serve_fn(|req| async move {
+        let authority = req
+            .uri()
+            .authority()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        hyper::Response::new(sluice_core::Body::from(authority))
+    })
     .await;
+    let upstream = format!("servers = [\"{addr}\"]\nhttp2 = true");
+    let server = proxy_in_front(&upstream).await;
     let resp = client(Offer::Http1)
         .get(server.url("/"))
         .header("host", "site.test:8443")
@@ -613,11 +555,7 @@ async fn a_client_that_aborts_its_upload_does_not_eject_the_server() {
         r#"servers = [{{ address = "{}", max_fails = 1, fail_timeout = "60s" }}]"#,
         origin.addr
     );
-    let server = start_toml(&proxy_toml(
-        &upstream,
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&upstream).await;
     for _ in 0..3 {
         let mut stream = tokio::net::TcpStream::connect(server.first_addr())
             .await
@@ -647,11 +585,7 @@ async fn a_client_that_aborts_its_upload_does_not_eject_the_server() {
 #[tokio::test]
 async fn an_http2_client_gets_one_cookie_line_and_its_port_in_host() {
     let origin = start_origin(None).await;
-    let server = start_toml(&proxy_toml(
-        &servers(&[&origin]),
-        r#"proxy = { upstream = "backend" }"#,
-    ))
-    .await;
+    let server = proxy_in_front(&servers(&[&origin])).await;
     let resp = client(Offer::Http2)
         .get(server.url("/reqinfo"))
         .header("cookie", "a=1")
@@ -680,23 +614,11 @@ async fn an_http2_client_gets_one_cookie_line_and_its_port_in_host() {
 async fn a_long_poll_outlives_the_idle_timeout() {
     // An upstream that takes 3.5 s to answer (three idle periods), behind a listener that closes idle connections
     // after 1 s: the waiting request keeps its connection.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|_req| async move {
-                    tokio::time::sleep(Duration::from_millis(3500)).await; // the slow upstream itself
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                        http_body_util::Full::new(bytes::Bytes::from_static(b"late")),
-                    ))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+    let (addr, _) = serve_fn(|_req| async move {
+        tokio::time::sleep(Duration::from_millis(3500)).await; // the slow upstream itself
+        hyper::Response::new(sluice_core::Body::from("late"))
+    })
+    .await;
     let server = start_toml(&format!(
         "[log]\naccess = \"off\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\nidle_timeout = \"1s\"\n[[routes]]\nproxy = {{ to = \"{addr}\" }}\n"
     ))
