@@ -58,21 +58,8 @@ impl Balance for LeastConn {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use super::*;
-    use crate::balance::test_support::{count, ctx, peers};
-
-    fn pick(lc: &LeastConn, tried: &[usize]) -> Option<usize> {
-        lc.pick(
-            &ctx(),
-            &Filter {
-                now: Instant::now(),
-                tried,
-            },
-        )
-        .map(|p| p.index())
-    }
+    use crate::balance::test_support::{count, peers, pick};
 
     #[test]
     fn prefers_the_idle_peer() {

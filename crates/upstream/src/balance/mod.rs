@@ -100,6 +100,15 @@ pub(crate) mod test_support {
             .collect()
     }
 
+    /// The index of the peer `balancer` picks now, skipping `tried`.
+    pub fn pick(balancer: &impl super::Balance, tried: &[usize]) -> Option<usize> {
+        let filter = super::Filter {
+            now: std::time::Instant::now(),
+            tried,
+        };
+        balancer.pick(&ctx(), &filter).map(|p| p.index())
+    }
+
     pub fn name(index: usize) -> String {
         char::from(b'a' + index as u8).to_string()
     }

@@ -89,21 +89,8 @@ impl Balance for PowerOfTwo {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use super::*;
-    use crate::balance::test_support::{count, ctx, peers};
-
-    fn pick(p2c: &PowerOfTwo, tried: &[usize]) -> Option<usize> {
-        p2c.pick(
-            &ctx(),
-            &Filter {
-                now: Instant::now(),
-                tried,
-            },
-        )
-        .map(|p| p.index())
-    }
+    use crate::balance::test_support::{count, peers, pick};
 
     #[test]
     fn never_picks_the_busier_of_two() {
