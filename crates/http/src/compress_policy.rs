@@ -86,7 +86,16 @@ pub enum SkipReason {
     TooSmall,
     /// Negotiation chose identity (or refused everything).
     NotAccepted,
+    /// A precompressed sidecar file was served (its producer marks the response with
+    /// [`Precompressed`]); nothing is left to compress.
+    Precompressed,
 }
+
+/// Response extension set by whoever serves an already-encoded variant on purpose (static
+/// files' precompressed sidecars), so logs and metrics say `precompressed` rather than
+/// `already_encoded`, which points at an upstream that compresses by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Precompressed(pub Encoding);
 
 impl SkipReason {
     pub const fn as_str(self) -> &'static str {
@@ -98,6 +107,7 @@ impl SkipReason {
             SkipReason::Type => "type",
             SkipReason::TooSmall => "too_small",
             SkipReason::NotAccepted => "not_accepted",
+            SkipReason::Precompressed => "precompressed",
         }
     }
 }

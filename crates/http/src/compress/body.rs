@@ -42,7 +42,7 @@ pub struct CompressOptions {
 impl Default for CompressOptions {
     fn default() -> Self {
         CompressOptions {
-            flush_delay: Duration::from_millis(100),
+            flush_delay: Duration::from_millis(50),
             event_stream: false,
         }
     }
