@@ -380,7 +380,7 @@ fn template() -> Vec<u8> {
             t,
             "{{\"id\":{i},\"name\":\"user {}\",\"ok\":{}}},",
             i * 7919 % 10007,
-            i % 3 == 0
+            i.is_multiple_of(3)
         )
         .unwrap();
         i += 1;
