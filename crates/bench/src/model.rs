@@ -101,6 +101,9 @@ pub struct Measurement {
     pub server_peak_rss_bytes: u64,
     /// Identity bytes ÷ bytes on the wire, where the scenario compresses.
     pub compression_ratio: Option<f64>,
+    /// The first failure the driver met (connection error, unexpected status), to say why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
 }
 
 impl ScenarioResult {
