@@ -143,7 +143,7 @@ pub fn page() -> Bytes {
                     html.push(' ');
                 }
                 html.push_str(rng.pick(WORDS));
-                if rng.next() % 17 == 0 {
+                if rng.next().is_multiple_of(17) {
                     html.push_str(&format!(" {}", rng.next() % 100_000));
                 }
             }
@@ -249,6 +249,7 @@ pub fn decode(encoding: Option<&str>, data: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

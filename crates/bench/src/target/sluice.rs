@@ -29,11 +29,13 @@ pub fn start(
         .output()
         .map_err(|e| StartError::Failed(format!("running sluice check: {e}")))?;
     if !check.status.success() {
+        // The first line names the problem (`unknown key `compress` in routes[0]`); the
+        // rest points into the generated file, which is kept in the run directory.
         let message = String::from_utf8_lossy(&check.stderr);
-        let first: Vec<&str> = message.lines().take(3).collect();
+        let first = message.lines().next().unwrap_or("").trim();
+        let first = first.strip_prefix("error: ").unwrap_or(first);
         return Err(StartError::NotSupported(format!(
-            "sluice check refused the config: {}",
-            first.join(" ")
+            "sluice check refused the config: {first}"
         )));
     }
     let args = vec![
