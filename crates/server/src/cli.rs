@@ -52,6 +52,8 @@ enum Command {
     ReverseProxy(ReverseProxyArgs),
     /// Start two demo origins and a balancing proxy in front of them, and print what to try.
     Demo(DemoArgs),
+    /// The lab: run the seeds' experiments against sluice, nginx and a bare hyper baseline.
+    Bench(sluice_bench::BenchCommand),
 }
 
 #[derive(Args)]
@@ -193,6 +195,7 @@ pub fn main() -> ExitCode {
             Err(message) => fail(&message),
         },
         Command::Demo(args) => run_demo(args),
+        Command::Bench(cmd) => sluice_bench::main(cmd),
     }
 }
 

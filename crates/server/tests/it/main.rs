@@ -7,6 +7,7 @@
     clippy::indexing_slicing
 )]
 
+mod bench;
 mod cli;
 mod compress;
 mod decompress;
