@@ -12,6 +12,7 @@ mod decompress;
 mod lifecycle;
 mod listeners;
 mod metrics;
+mod precompress;
 mod proxy;
 mod robustness;
 mod routes;
