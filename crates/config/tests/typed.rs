@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use sluice_config::*;
 
+#[path = "typed/compress.rs"]
+mod compress;
 #[path = "typed/proxy.rs"]
 mod proxy;
 

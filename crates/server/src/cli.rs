@@ -10,9 +10,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use sluice_config::{
-    AccessLog, Action, BalancePolicy, CertFiles, Config, HashKey, Listener, LogSettings, PathMatch,
-    Proxy, Route, ServerSettings, SidecarCoding, StaticFiles, Tls, Upstream, UpstreamAddress,
-    UpstreamServer,
+    AccessLog, Action, BalancePolicy, CertFiles, Compress, Config, DecompressRequests, HashKey,
+    Listener, LogSettings, PathMatch, Proxy, Route, ServerSettings, SidecarCoding, StaticFiles,
+    Tls, Upstream, UpstreamAddress, UpstreamServer,
 };
 
 use crate::cert;
@@ -118,6 +118,13 @@ struct ReverseProxyArgs {
     /// Log each request to stdout in nginx's combined format.
     #[arg(long)]
     access_log: bool,
+    /// Compress responses (zstd, br, gzip by the client's Accept-Encoding; defaults of
+    /// `compress = {}`).
+    #[arg(long)]
+    compress: bool,
+    /// Decode gzip/deflate/br/zstd request bodies before forwarding them (10 MiB, ratio 100).
+    #[arg(long)]
+    decompress_requests: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -163,6 +170,9 @@ struct FileServerArgs {
     /// Log each request to stdout in nginx's combined format.
     #[arg(long)]
     access_log: bool,
+    /// Compress responses on the fly (defaults of `compress = {}`).
+    #[arg(long)]
+    compress: bool,
     /// Serve .zst/.br/.gz files beside the requested file to clients that accept them
     /// (write them with `sluice precompress DIR`).
     #[arg(long)]
@@ -330,6 +340,7 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
             },
             ..StaticFiles::new(root)
         }),
+        compress: args.compress.then(Compress::default),
     };
     Ok(quick_config(
         listener,
@@ -356,12 +367,15 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
     if args.tls.is_some() {
         listener.tls = Some(Tls::SelfSigned { hosts: Vec::new() });
     }
+    let mut proxy = Proxy::to("backend");
+    proxy.decompress_requests = args.decompress_requests.then(DecompressRequests::default);
     let route = Route {
         name: "proxy".into(),
         hosts: Vec::new(),
         path: PathMatch::Prefix("/".into()),
         listeners: Vec::new(),
-        action: Action::Proxy(Proxy::to("backend")),
+        action: Action::Proxy(proxy),
+        compress: args.compress.then(Compress::default),
     };
     let mut config = quick_config(listener, vec![route], &args.common, args.access_log);
     config.upstreams.push(upstream);
@@ -600,6 +614,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             path: PathMatch::Prefix("/".into()),
             listeners: Vec::new(),
             action: Action::Proxy(Proxy::to("origins")),
+            compress: Some(Compress::default()),
         };
         let mut config = quick_config(
             Listener::plain(args.listen),

@@ -8,6 +8,7 @@ pub mod access_log;
 pub mod admin;
 pub mod cert;
 pub mod cli;
+pub mod compress;
 pub mod conn;
 pub mod metrics;
 pub mod observe;

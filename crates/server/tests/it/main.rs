@@ -8,6 +8,7 @@
 )]
 
 mod cli;
+mod compress;
 mod decompress;
 mod lifecycle;
 mod listeners;

@@ -281,3 +281,48 @@ async fn file_server_precompressed_flag_serves_sidecars() {
     assert_eq!(decode_with("brotli", &resp.bytes().await.unwrap()), page);
     assert!(crate::cli::terminate(child));
 }
+
+#[tokio::test]
+async fn a_route_with_compress_serves_sidecars_as_they_are_and_compresses_the_rest() {
+    let temp = tempfile::tempdir().unwrap();
+    let page = page();
+    write_files(
+        temp.path(),
+        &[("public/index.html", &page), ("public/other.html", &page)],
+    );
+    sluice_precompress(&["--algorithms", "br"], &temp.path().join("public"));
+    fs::remove_file(temp.path().join("public/other.html.br")).unwrap();
+    let sidecar = fs::read(temp.path().join("public/index.html.br")).unwrap();
+    let server = sluice_testkit::start_toml_in(
+        temp.path(),
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        static = { root = "public", precompressed = true }
+        compress = {}
+        "#,
+    )
+    .await;
+    let http = client(Offer::Http1);
+    let get = |path: &'static str| {
+        http.get(server.url(path))
+            .header("accept-encoding", "br")
+            .send()
+    };
+    // The sidecar, byte for byte (not compressed twice), with its strong ETag and length.
+    let resp = get("/index.html").await.unwrap();
+    let h = resp.headers().clone();
+    assert_eq!(h["content-encoding"], "br");
+    assert!(h["etag"].to_str().unwrap().starts_with('"'));
+    assert_eq!(h["content-length"], sidecar.len().to_string().as_str());
+    assert_eq!(h.get_all("vary").iter().count(), 1, "one Vary: {h:?}");
+    assert_eq!(resp.bytes().await.unwrap(), sidecar);
+    // No sidecar: compressed on the fly.
+    let resp = get("/other.html").await.unwrap();
+    assert_eq!(resp.headers()["content-encoding"], "br");
+    assert!(resp.headers()["etag"].to_str().unwrap().starts_with("W/"));
+    assert_eq!(decode_with("brotli", &resp.bytes().await.unwrap()), page);
+}

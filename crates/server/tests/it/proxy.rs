@@ -144,7 +144,7 @@ async fn unix_socket_upstream() {
 
 /// An upstream on 127.0.0.1 port 0 (HTTP/1.1 and h2c) answering every request with `handler`;
 /// returns its address and the number of connections it has accepted.
-async fn serve_fn<F, Fut>(handler: F) -> (SocketAddr, Arc<AtomicUsize>)
+pub(crate) async fn serve_fn<F, Fut>(handler: F) -> (SocketAddr, Arc<AtomicUsize>)
 where
     F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = hyper::Response<sluice_core::Body>> + Send + 'static,
