@@ -350,6 +350,9 @@ pub struct StaticFiles {
     pub strip_prefix: bool,
     /// Follow symbolic links that lead outside `root`. Off by default: such links answer 404.
     pub follow_symlinks_outside_root: bool,
+    /// Serve `file.zst` / `file.br` / `file.gz` beside a file to clients that accept that
+    /// coding, most preferred first. Empty: off (the default).
+    pub precompressed: Vec<SidecarCoding>,
 }
 
 impl StaticFiles {
@@ -359,7 +362,38 @@ impl StaticFiles {
             index: vec!["index.html".into()],
             strip_prefix: false,
             follow_symlinks_outside_root: false,
+            precompressed: Vec::new(),
         }
+    }
+}
+
+/// The coding of a precompressed sidecar file. sluice-config has no dependency on sluice-http,
+/// whose `Encoding` this maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SidecarCoding {
+    Zstd,
+    Br,
+    Gzip,
+}
+
+impl SidecarCoding {
+    /// Every sidecar coding in the default preference order: zstd > br > gzip (smallest first
+    /// at the levels `sluice precompress` writes).
+    pub const ALL: [SidecarCoding; 3] =
+        [SidecarCoding::Zstd, SidecarCoding::Br, SidecarCoding::Gzip];
+
+    /// The content-coding token, as written in the config and in `Content-Encoding`.
+    pub const fn token(self) -> &'static str {
+        match self {
+            SidecarCoding::Zstd => "zstd",
+            SidecarCoding::Br => "br",
+            SidecarCoding::Gzip => "gzip",
+        }
+    }
+
+    /// The token's coding, exactly as written (lower case).
+    pub fn from_token(token: &str) -> Option<SidecarCoding> {
+        SidecarCoding::ALL.into_iter().find(|c| c.token() == token)
     }
 }
 

@@ -62,6 +62,14 @@ impl Default for CompressPolicy {
     }
 }
 
+impl CompressPolicy {
+    /// Whether a `Content-Type` (parameters ignored) is in the allow-list. `sluice precompress`
+    /// asks this of each file's type, so it writes sidecars for what would be compressed live.
+    pub fn allows_type(&self, content_type: &HeaderValue) -> bool {
+        type_allowed(&self.mime_types, Some(content_type))
+    }
+}
+
 /// The verdict for one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {

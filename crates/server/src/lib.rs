@@ -13,6 +13,7 @@ pub mod conn;
 pub mod metrics;
 pub mod observe;
 pub mod pipeline;
+pub mod precompress;
 pub mod proxy;
 pub mod responses;
 pub mod router;

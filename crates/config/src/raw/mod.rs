@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-pub(crate) use shapes::{Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
+pub(crate) use shapes::{BoolOrList, Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
 pub(crate) use upstream::{
     RawHealthCheck, RawKeepalive, RawRetry, RawServerTable, RawUpstream, RawUpstreamTimeouts,
 };
@@ -148,6 +148,7 @@ pub(crate) struct RawStatic {
     pub index: Option<Spanned<OneOrMany>>,
     pub strip_prefix: Option<bool>,
     pub follow_symlinks_outside_root: Option<bool>,
+    pub precompressed: Option<Spanned<BoolOrList>>,
 }
 
 /// `respond = { ... }`

@@ -14,6 +14,7 @@ mod decompress;
 mod lifecycle;
 mod listeners;
 mod metrics;
+mod precompress;
 mod proxy;
 mod robustness;
 mod routes;
