@@ -7,5 +7,13 @@
 //! every result as tables shaped like the seeds' own, SVG charts and `results.json`.
 //!
 //! - [`model`]: the data every part shares (scenario descriptions, measurements, the report).
+//! - [`driver`]: load generators ([`driver::h2load`]).
+//! - [`sampler`]: CPU and memory of the server's process tree from /proc.
+//! - [`machine`]: CPU model, cores, kernel and memory for the report header.
+//! - [`report`]: `results.json`, `report.md` and SVG charts.
 
+pub mod driver;
+pub mod machine;
 pub mod model;
+pub mod report;
+pub mod sampler;
