@@ -202,6 +202,7 @@ fn levels_chart(levels: &Levels) -> io::Result<String> {
                 .map_err(draw_error)?;
             chart
                 .configure_mesh()
+                .light_line_style(WHITE)
                 .x_desc("gzip level")
                 .y_desc(what)
                 .x_labels(levels_shown)
@@ -261,12 +262,12 @@ impl Bars {
                 .labels
                 .iter()
                 .filter(|(_, v)| !v.is_empty())
+                // Numbers and yes/no say nothing without their column name.
                 .map(|(n, v)| {
-                    if v.parse::<f64>().is_ok() {
-                        format!("{n} {v}")
-                    } else {
-                        v.clone()
-                    }
+                    let bare = v.parse::<f64>().is_ok()
+                        || ["yes", "no", "true", "false"]
+                            .contains(&v.to_ascii_lowercase().as_str());
+                    if bare { format!("{n} {v}") } else { v.clone() }
                 })
                 .collect();
             parts.join(" · ")
@@ -324,7 +325,8 @@ fn bar_chart(title: &str, unit: &str, bars: &Bars) -> io::Result<String> {
         .flatten()
         .fold(0.0, |a: f64, b| a.max(*b))
         .max(1.0)
-        * 1.2;
+        // Room on the right for the value labels and the legend.
+        * 1.45;
     let bar_height = 0.8 / per_band as f64;
     let mut svg = String::new();
     {
@@ -341,6 +343,7 @@ fn bar_chart(title: &str, unit: &str, bars: &Bars) -> io::Result<String> {
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(WHITE)
             .y_labels(0)
             .x_desc(unit)
             .x_label_formatter(&|x| format!("{x:.0}"))
@@ -393,7 +396,7 @@ fn bar_chart(title: &str, unit: &str, bars: &Bars) -> io::Result<String> {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
