@@ -321,7 +321,7 @@ mod tests {
     fn a_child_that_exits_mid_run_keeps_its_cpu() {
         // The child burns a bounded amount of CPU, exits, and the shell says so and waits.
         let mut child = spawn_tree(
-            "timeout 60 sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done'; echo done; \
+            "timeout 60 sh -c 'i=0; while [ $i -lt 600000 ]; do i=$((i+1)); done'; echo done; \
              read -r never",
         );
         let sampler = Sampler::start(child.id());
