@@ -11,7 +11,9 @@
 //!   [`expected`]: what a correct server answers; [`check`]: the check before the load.
 //! - [`target`]: sluice, nginx and the [`baseline`] as processes; [`driver`]: the load;
 //!   [`client`]: HTTP connections; [`pin`]: CPU pinning.
-//! - [`runner`]: the loop over scenarios and targets.
+//! - [`runner`]: the loop over scenarios and targets; [`sampler`]: CPU and memory of the
+//!   server's process tree from /proc; [`machine`]: the report header's machine;
+//!   [`report`]: `results.json`, `report.md` and SVG charts.
 
 pub mod baseline;
 pub mod check;
@@ -19,11 +21,13 @@ pub mod client;
 pub mod driver;
 pub mod expected;
 pub mod fixtures;
+pub mod machine;
 pub mod model;
 pub mod pin;
+pub mod report;
 pub mod runner;
+pub mod sampler;
 pub mod scenario;
-pub mod stubs;
 pub mod target;
 
 use std::path::PathBuf;
@@ -107,7 +111,7 @@ pub fn main(cmd: BenchCommand) -> ExitCode {
             }
         }
         BenchSubcommand::Report { dir } => {
-            match stubs::report::read(&dir).and_then(|report| stubs::report::write(&dir, &report)) {
+            match report::read(&dir).and_then(|report| report::write(&dir, &report)) {
                 Ok(()) => {
                     eprintln!("report: {}", dir.display());
                     ExitCode::SUCCESS

@@ -13,9 +13,9 @@ use crate::client::Endpoint;
 use crate::driver;
 use crate::model::{Measurement, Outcome, Report, RunSettings, ScenarioResult};
 use crate::scenario::{self, Scenario, Setup};
-use crate::stubs::{machine, report, sampler};
 use crate::target::{self, Context, Origins, StartError, TargetKind};
 use crate::{RunArgs, fixtures};
+use crate::{machine, report, sampler};
 
 /// Run the selected scenarios and write the report into `args.out`; returns the report.
 pub fn run(args: &RunArgs) -> Result<Report, String> {

@@ -3,8 +3,7 @@
 //! server-side figures (the runner adds those from the sampler).
 
 pub mod builtin;
-// Lead: replace with `pub mod h2load;` when the adapter lands (and delete src/stubs.rs).
-pub use crate::stubs::h2load;
+pub mod h2load;
 
 use std::path::Path;
 
@@ -56,14 +55,17 @@ pub fn h2load_args(spec: &LoadSpec, work_dir: &Path) -> Result<h2load::H2loadArg
         None => None,
     };
     Ok(h2load::H2loadArgs {
-        h2: spec.protocol == Protocol::H2,
+        protocol: match spec.protocol {
+            Protocol::H1 => h2load::Protocol::Http1,
+            Protocol::H2 => h2load::Protocol::Http2,
+        },
         tls: spec.tls,
         method: spec.method.to_string(),
         path: spec.path.clone(),
         headers: spec.headers.clone(),
         body_file,
         clients: spec.clients,
-        streams: spec.streams,
+        streams_per_client: spec.streams,
         requests: spec.requests,
         duration: None,
     })

@@ -1,0 +1,430 @@
+//! The report: report.md against a golden file, results.json round trip, charts written and
+//! linked. The report is built by hand so every cell kind (ok, failures, not supported, check
+//! failed, error, no nginx row, two drivers, an unknown group) is covered.
+//!
+//! `UPDATE_GOLDEN=1 cargo test -p sluice-bench --test report` rewrites tests/golden/report.md;
+//! review the diff before committing it.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use sluice_bench::model::{Machine, Measurement, Outcome, Report, RunSettings, ScenarioResult};
+use sluice_bench::report::{self, charts, markdown};
+
+/// A run of `rps` req/s over 1000 responses of `body` bytes each.
+fn run(rps: f64, body: u64, cpu_us: f64) -> Measurement {
+    Measurement {
+        requests: 1000,
+        failures: 0,
+        statuses: BTreeMap::from([(200, 1000)]),
+        elapsed_secs: 1000.0 / rps,
+        requests_per_sec: rps,
+        latency_p50_us: 1_000_000.0 / rps * 4.0,
+        latency_p99_us: 1_000_000.0 / rps * 9.5,
+        latency_max_us: 1_000_000.0 / rps * 20.0,
+        body_bytes: body * 1000,
+        header_bytes: 150_000,
+        body_mb_per_sec: rps * body as f64 / 1e6,
+        server_cpu_percent: rps * cpu_us / 10_000.0,
+        server_cpu_us_per_request: cpu_us,
+        server_peak_rss_bytes: 12 << 20,
+        compression_ratio: None,
+        first_error: None,
+    }
+}
+
+fn result(
+    group: &str,
+    labels: &[(&str, &str)],
+    target: &str,
+    outcome: Outcome,
+    runs: Vec<Measurement>,
+) -> ScenarioResult {
+    ScenarioResult {
+        scenario: format!(
+            "{group}-{}",
+            labels.iter().map(|(_, v)| *v).collect::<Vec<_>>().join("-")
+        ),
+        group: group.into(),
+        labels: labels
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+        target: target.into(),
+        driver: "builtin".into(),
+        outcome,
+        runs,
+    }
+}
+
+fn gzip(rps: f64, bytes: u64, cpu: f64) -> Measurement {
+    Measurement {
+        compression_ratio: Some(74_418.0 / bytes as f64),
+        ..run(rps, bytes, cpu)
+    }
+}
+
+fn sample_report() -> Report {
+    let ok = || Outcome::Ok;
+    let level = |l| [("encoding", "gzip"), ("level", l)];
+    let mut results = vec![
+        // Seed 003 first: the report orders groups by id, not by appearance.
+        result(
+            "seed-003",
+            &[
+                ("setup", "origin"),
+                ("path", "/what-date-is-it"),
+                ("caching", ""),
+                ("concurrency", "6"),
+            ],
+            "baseline",
+            ok(),
+            vec![run(6243.0, 340_001, 0.0)],
+        ),
+        result(
+            "seed-003",
+            &[
+                ("setup", "proxy"),
+                ("path", "/what-date-is-it"),
+                ("caching", "no"),
+                ("concurrency", "6"),
+            ],
+            "nginx",
+            ok(),
+            vec![
+                run(2542.0, 340_001, 352.0),
+                run(2500.0, 340_001, 360.0),
+                run(2601.0, 340_001, 340.0),
+            ],
+        ),
+        result(
+            "seed-003",
+            &[
+                ("setup", "proxy"),
+                ("path", "/what-date-is-it"),
+                ("caching", "no"),
+                ("concurrency", "6"),
+            ],
+            "sluice",
+            ok(),
+            vec![
+                run(3300.5, 340_001, 250.0),
+                run(3100.0, 340_001, 270.0),
+                run(3350.0, 340_001, 245.0),
+            ],
+        ),
+        result(
+            "seed-003",
+            &[
+                ("setup", "proxy-cached"),
+                ("path", "/what-date-is-it"),
+                ("caching", "yes"),
+                ("concurrency", "6"),
+            ],
+            "sluice",
+            Outcome::CheckFailed(
+                "expected X-Cache-Status: HIT on the second request, got MISS".into(),
+            ),
+            vec![],
+        ),
+        result(
+            "seed-003",
+            &[
+                ("setup", "proxy-cached"),
+                ("path", "/what-date-is-it"),
+                ("caching", "yes"),
+                ("concurrency", "6"),
+            ],
+            "nginx",
+            ok(),
+            vec![run(6219.0, 340_001, 145.0)],
+        ),
+        result(
+            "seed-001",
+            &level("1"),
+            "sluice",
+            ok(),
+            vec![gzip(4100.0, 18_020, 230.0)],
+        ),
+        result(
+            "seed-001",
+            &level("1"),
+            "nginx",
+            ok(),
+            vec![gzip(2392.0, 18_660, 418.0)],
+        ),
+        result(
+            "seed-001",
+            &level("6"),
+            "nginx",
+            ok(),
+            vec![gzip(675.0, 15_490, 1482.0)],
+        ),
+        result(
+            "seed-001",
+            &level("6"),
+            "sluice",
+            ok(),
+            vec![gzip(980.0, 15_600, 1010.0)],
+        ),
+        result(
+            "seed-001",
+            &[("encoding", "identity"), ("level", "")],
+            "sluice",
+            ok(),
+            vec![run(41_000.0, 74_418, 21.5)],
+        ),
+        result(
+            "seed-001",
+            &[("encoding", "precompressed"), ("level", "")],
+            "sluice",
+            Outcome::NotSupported("precompressed sidecars | not built yet".into()),
+            vec![],
+        ),
+        result(
+            "seed-002",
+            &[("protocol", "h1"), ("tls", "yes")],
+            "sluice",
+            ok(),
+            vec![run(13_900.0, 120, 60.0)],
+        ),
+        result(
+            "seed-002",
+            &[("protocol", "h2"), ("tls", "yes")],
+            "sluice",
+            ok(),
+            vec![Measurement {
+                header_bytes: 26_000,
+                ..run(12_300.0, 120, 66.0)
+            }],
+        ),
+        result(
+            "seed-004",
+            &[("compression", "raw")],
+            "sluice",
+            ok(),
+            vec![Measurement {
+                requests: 4,
+                body_bytes: 4 * 131_000_000,
+                body_mb_per_sec: 910.0,
+                requests_per_sec: 6.95,
+                ..run(6.95, 0, 0.0)
+            }],
+        ),
+        result(
+            "seed-004",
+            &[("compression", "gzip-1")],
+            "nginx",
+            Outcome::Error(
+                "nginx exited: [emerg] unknown directive \"gzip_flush\"\nin /tmp/nginx.conf:12"
+                    .into(),
+            ),
+            vec![],
+        ),
+        result(
+            "seed-004",
+            &[("compression", "gzip-1")],
+            "sluice",
+            ok(),
+            vec![Measurement {
+                requests: 4,
+                body_bytes: 4 * 37_800_000,
+                body_mb_per_sec: 190.25,
+                requests_per_sec: 5.03,
+                compression_ratio: Some(3.46),
+                ..run(5.03, 0, 0.0)
+            }],
+        ),
+        result(
+            "seed-000",
+            &[("case", "GZ1"), ("N", "100,000"), ("C", "5")],
+            "sluice",
+            ok(),
+            vec![run(9800.0, 260, 55.0)],
+        ),
+        result(
+            "seed-000",
+            &[("case", "GZ1"), ("N", "100,000"), ("C", "5")],
+            "nginx",
+            Outcome::NotSupported(
+                "nginx cannot decompress request bodies (needs a third-party module)".into(),
+            ),
+            vec![],
+        ),
+        result(
+            "seed-000",
+            &[("case", "GZ0"), ("N", "100,000"), ("C", "5")],
+            "sluice",
+            ok(),
+            vec![Measurement {
+                failures: 3,
+                ..run(10_519.0, 260, 48.0)
+            }],
+        ),
+        result(
+            "seed-000",
+            &[("case", "GZ0"), ("N", "100,000"), ("C", "5")],
+            "nginx",
+            ok(),
+            vec![run(10_100.0, 260, 50.0)],
+        ),
+    ];
+    // An unknown group measured by both drivers.
+    let mut by_h2load = result(
+        "zz-extra",
+        &[("path", "/hello")],
+        "sluice",
+        Outcome::Ok,
+        vec![run(30_100.0, 120, 12.25)],
+    );
+    by_h2load.driver = "h2load".into();
+    results.push(result(
+        "zz-extra",
+        &[("path", "/hello")],
+        "sluice",
+        Outcome::Ok,
+        vec![run(29_000.0, 120, 12.5)],
+    ));
+    results.push(by_h2load);
+    Report {
+        machine: Machine {
+            cpu_model: "AMD EPYC 7B13 64-Core Processor".into(),
+            cores: 2,
+            kernel: "6.1.0-27-cloud-amd64".into(),
+            memory_bytes: 8_327_098_368,
+        },
+        commit: Some("a656db0-dirty".into()),
+        tools: BTreeMap::from([
+            ("h2load".to_string(), "h2load nghttp2/1.52.0".to_string()),
+            ("nginx".to_string(), "nginx/1.22.1".to_string()),
+        ]),
+        started_at: "2026-11-23T10:00:00Z".into(),
+        settings: RunSettings {
+            quick: false,
+            runs: 3,
+            server_cpus: "0".into(),
+            load_cpus: "1".into(),
+            server_workers: 1,
+        },
+        results,
+    }
+}
+
+fn golden_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/report.md")
+}
+
+#[test]
+fn report_markdown_matches_the_golden_file() {
+    let report = sample_report();
+    let rendered = markdown::render(&report, &charts::render(&report).unwrap());
+    let path = golden_path();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &rendered).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", path.display()));
+    if rendered != expected {
+        panic!(
+            "report.md differs from {} (UPDATE_GOLDEN=1 to regenerate, then review):\n{rendered}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn write_then_read_round_trips_and_writes_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = sample_report();
+    report::write(dir.path(), &report).unwrap();
+
+    let back = report::read(dir.path()).unwrap();
+    assert_eq!(
+        serde_json::to_value(&back).unwrap(),
+        serde_json::to_value(&report).unwrap()
+    );
+
+    // Re-rendering from results.json alone gives the same report.md.
+    let again = tempfile::tempdir().unwrap();
+    report::write(again.path(), &back).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert_eq!(
+        md,
+        std::fs::read_to_string(again.path().join("report.md")).unwrap()
+    );
+
+    for (file, must_show) in [
+        (
+            "seed-001-gzip-levels.svg",
+            &["sluice", "nginx", "gzip level"][..],
+        ),
+        (
+            "seed-003-req-per-sec.svg",
+            &["sluice", "nginx", "baseline", "proxy-cached"][..],
+        ),
+        ("seed-004-mb-per-sec.svg", &["sluice", "MB/s", "gzip-1"][..]),
+    ] {
+        let svg = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        assert!(svg.starts_with("<svg"), "{file}");
+        for text in must_show {
+            assert!(svg.contains(text), "{file} lacks {text}");
+        }
+        assert_eq!(
+            svg,
+            std::fs::read_to_string(again.path().join(file)).unwrap(),
+            "{file}"
+        );
+        assert!(
+            md.contains(&format!("]({file})")),
+            "report.md does not link {file}"
+        );
+    }
+}
+
+#[test]
+fn charts_only_for_groups_with_measurements() {
+    let mut report = sample_report();
+    report.results.retain(|r| r.group == "seed-002");
+    assert!(charts::render(&report).unwrap().is_empty());
+    // seed 003 with nothing measured: no chart either.
+    report.results.push(result(
+        "seed-003",
+        &[("setup", "proxy")],
+        "sluice",
+        Outcome::Error("did not start".into()),
+        vec![],
+    ));
+    assert!(charts::render(&report).unwrap().is_empty());
+}
+
+#[test]
+fn non_finite_numbers_are_written_as_unmeasured() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut report = sample_report();
+    report.results[0].runs[0].server_cpu_us_per_request = f64::NAN;
+    report.results[0].runs[0].compression_ratio = Some(f64::INFINITY);
+    report::write(dir.path(), &report).unwrap();
+    let back = report::read(dir.path()).unwrap();
+    assert_eq!(back.results[0].runs[0].server_cpu_us_per_request, 0.0);
+    assert_eq!(back.results[0].runs[0].compression_ratio, None);
+}
+
+#[test]
+fn a_broken_results_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("results.json"), "{\"machine\": 1}").unwrap();
+    let error = report::read(dir.path()).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    assert!(error.to_string().contains("results.json"), "{error}");
+}
+
+#[test]
+#[ignore = "writes the sample report to SLUICE_BENCH_SAMPLE_DIR for a look"]
+fn dump_sample_report() {
+    let dir = std::env::var_os("SLUICE_BENCH_SAMPLE_DIR").unwrap();
+    report::write(std::path::Path::new(&dir), &sample_report()).unwrap();
+}
