@@ -13,6 +13,7 @@ mod lifecycle;
 mod listeners;
 mod metrics;
 mod proxy;
+mod proxy_protocol;
 mod robustness;
 mod routes;
 mod static_files;

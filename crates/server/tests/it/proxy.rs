@@ -26,7 +26,7 @@ fn proxy_toml(upstream: &str, route_extra: &str) -> String {
 
 /// A proxy whose only route forwards everything to the group `[upstreams.backend]` described by
 /// `upstream` (its body).
-async fn proxy_in_front(upstream: &str) -> sluice_testkit::TestServer {
+pub(crate) async fn proxy_in_front(upstream: &str) -> sluice_testkit::TestServer {
     start_toml(&proxy_toml(upstream, r#"proxy = { upstream = "backend" }"#)).await
 }
 
@@ -144,7 +144,7 @@ async fn unix_socket_upstream() {
 
 /// An upstream on 127.0.0.1 port 0 (HTTP/1.1 and h2c) answering every request with `handler`;
 /// returns its address and the number of connections it has accepted.
-async fn serve_fn<F, Fut>(handler: F) -> (SocketAddr, Arc<AtomicUsize>)
+pub(crate) async fn serve_fn<F, Fut>(handler: F) -> (SocketAddr, Arc<AtomicUsize>)
 where
     F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = hyper::Response<sluice_core::Body>> + Send + 'static,
