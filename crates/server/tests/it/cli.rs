@@ -13,7 +13,7 @@ fn sluice() -> Command {
 
 /// Start `sluice args...` and wait for it to print `listening on http(s)://ADDR` on stdout or
 /// stderr.
-fn spawn_listening(args: &[&str]) -> (Child, SocketAddr) {
+pub(crate) fn spawn_listening(args: &[&str]) -> (Child, SocketAddr) {
     let mut child = sluice()
         .args(args)
         .env("NO_COLOR", "1")
@@ -48,7 +48,7 @@ fn spawn_listening(args: &[&str]) -> (Child, SocketAddr) {
 }
 
 /// Send SIGTERM and return whether the process exited successfully.
-fn terminate(mut child: Child) -> bool {
+pub(crate) fn terminate(mut child: Child) -> bool {
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
