@@ -256,3 +256,49 @@ async fn an_http2_body_without_a_length_still_streams_whole() {
     let info = json_of(resp).await;
     assert_eq!(info["body"], 40_000);
 }
+
+#[tokio::test]
+async fn trailers_reach_an_http2_client_from_an_http2_upstream() {
+    // A gRPC-like upstream: a data frame, then the status in trailers; it says whether it was
+    // asked with `te: trailers`, as gRPC servers require.
+    let (addr, _) = serve_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+        let te = req.headers().get("te").cloned();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        let frames = vec![
+            Ok::<_, std::io::Error>(hyper::body::Frame::data(bytes::Bytes::from(format!(
+                "te={te:?}"
+            )))),
+            Ok(hyper::body::Frame::trailers(trailers)),
+        ];
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        hyper::Response::new(sluice_core::Body::stream(body))
+    })
+    .await;
+    let server = proxy_in_front(&format!("servers = [\"{addr}\"]\nhttp2 = true")).await;
+
+    let h2c = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let request = hyper::Request::post(server.url("/grpc.Service/Call"))
+        .header("te", "trailers")
+        .header("content-type", "application/grpc")
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(10), h2c.request(request))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let collected = resp.into_body().collect().await.unwrap();
+    let trailers = collected.trailers().cloned();
+    assert_eq!(
+        String::from_utf8_lossy(&collected.to_bytes()),
+        "te=Some(\"trailers\")"
+    );
+    assert_eq!(
+        trailers.as_ref().and_then(|t| t.get("grpc-status")),
+        Some(&http::HeaderValue::from_static("0")),
+        "{trailers:?}"
+    );
+}
