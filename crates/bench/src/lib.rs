@@ -7,5 +7,138 @@
 //! every result as tables shaped like the seeds' own, SVG charts and `results.json`.
 //!
 //! - [`model`]: the data every part shares (scenario descriptions, measurements, the report).
+//! - [`scenario`]: the experiments as data; [`fixtures`]: the bytes they move;
+//!   [`expected`]: what a correct server answers; [`check`]: the check before the load.
+//! - [`target`]: sluice, nginx and the [`baseline`] as processes; [`driver`]: the load;
+//!   [`client`]: HTTP connections; [`pin`]: CPU pinning.
+//! - [`runner`]: the loop over scenarios and targets.
 
+pub mod baseline;
+pub mod check;
+pub mod client;
+pub mod driver;
+pub mod expected;
+pub mod fixtures;
 pub mod model;
+pub mod pin;
+pub mod runner;
+pub mod scenario;
+pub mod stubs;
+pub mod target;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use crate::driver::DriverKind;
+use crate::target::TargetKind;
+
+/// `sluice bench ...`.
+#[derive(Debug, Args)]
+pub struct BenchCommand {
+    #[command(subcommand)]
+    pub command: BenchSubcommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchSubcommand {
+    /// List the scenarios and their groups.
+    List,
+    /// Run scenarios against the targets and write the report.
+    Run(RunArgs),
+    /// Re-render the report of an earlier run from its results.json.
+    Report {
+        /// The run's output directory.
+        dir: PathBuf,
+    },
+    /// The baseline server (started by `bench run`).
+    #[command(hide = true)]
+    BaselineServer(baseline::BaselineArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Scenario names or groups (`sluice bench list`); all when none.
+    #[arg(value_name = "SCENARIO|GROUP")]
+    pub selectors: Vec<String>,
+    /// Servers to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "sluice,nginx,baseline")]
+    pub targets: Vec<TargetKind>,
+    /// Load generator.
+    #[arg(long, value_enum, default_value = "builtin")]
+    pub driver: DriverKind,
+    /// A tenth of the requests and one run per measurement (the suite in a few minutes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Load runs per measurement (the report shows the median); 1 with --quick.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Output directory (default: target/bench/<UTC timestamp>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// CPUs the server under test is pinned to (taskset list).
+    #[arg(long, default_value = "0")]
+    pub server_cpus: String,
+    /// CPUs of the load generator and the demo origins.
+    #[arg(long, default_value = "1")]
+    pub load_cpus: String,
+    /// Worker threads (sluice, baseline) or processes (nginx) of the server.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+}
+
+/// Run a `sluice bench` command.
+pub fn main(cmd: BenchCommand) -> ExitCode {
+    match cmd.command {
+        BenchSubcommand::List => {
+            list();
+            ExitCode::SUCCESS
+        }
+        BenchSubcommand::Run(args) => {
+            if args.driver == DriverKind::H2load && !driver::h2load::available() {
+                return fail(
+                    "--driver h2load: h2load is not installed (apt-get install nghttp2-client)",
+                );
+            }
+            match runner::run(&args) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(&e),
+            }
+        }
+        BenchSubcommand::Report { dir } => {
+            match stubs::report::read(&dir).and_then(|report| stubs::report::write(&dir, &report)) {
+                Ok(()) => {
+                    eprintln!("report: {}", dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&format!("{}: {e}", dir.display())),
+            }
+        }
+        BenchSubcommand::BaselineServer(args) => baseline::serve(args),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+fn list() {
+    let all = scenario::all(false);
+    for (group, what) in scenario::GROUPS {
+        println!("{group}: {what}");
+        for s in all.iter().filter(|s| s.group == *group) {
+            let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!(
+                "  {:<22} {} {} c={} n={}  {}",
+                s.name,
+                s.load.method,
+                s.load.path,
+                s.load.concurrency(),
+                s.load.requests,
+                labels.join(" ")
+            );
+        }
+    }
+}

@@ -91,7 +91,8 @@ pub struct Measurement {
     /// Response header bytes received (HTTP/1.1: the header block; HTTP/2: decoded header
     /// field sizes as h2load counts them, or its `headers` figure).
     pub header_bytes: u64,
-    /// MB/s of response bodies, for streaming scenarios.
+    /// MB/s of response bodies: as received, except in streaming (throughput) scenarios,
+    /// where it is the decoded data delivered per second (seed 004's figure).
     pub body_mb_per_sec: f64,
     /// Server process tree CPU during the run, in % of one core (100 = one core busy).
     pub server_cpu_percent: f64,
@@ -101,6 +102,9 @@ pub struct Measurement {
     pub server_peak_rss_bytes: u64,
     /// Identity bytes ÷ bytes on the wire, where the scenario compresses.
     pub compression_ratio: Option<f64>,
+    /// The first failure the driver met (connection error, unexpected status), to say why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
 }
 
 impl ScenarioResult {

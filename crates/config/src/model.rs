@@ -197,6 +197,97 @@ pub struct Route {
     /// Only requests arriving on these listeners (by name); empty means all.
     pub listeners: Vec<String>,
     pub action: Action,
+    /// Compress responses of this route (whatever the action); `None` sends them as they are.
+    pub compress: Option<Compress>,
+}
+
+/// Response compression of a route (`compress = { ... }`). Which responses qualify and how the
+/// coding is negotiated is `docs/compression.md`; these are the knobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compress {
+    /// Codings produced, most preferred first, used when the client likes several equally;
+    /// never empty, no duplicates. Default zstd, br, gzip.
+    pub algorithms: Vec<CompressAlgorithm>,
+    /// Level per algorithm; `None` uses the algorithm's default for live traffic (gzip and
+    /// deflate 2, br 4, zstd 3). Always within [`CompressAlgorithm::levels`].
+    pub levels: CompressLevels,
+    /// Responses with a known `Content-Length` below this many bytes are sent as they are.
+    pub min_length: u64,
+    /// `Content-Type`s compressed (`text/*`, `application/json`, ...); `None` is the built-in
+    /// allow-list of text-like types.
+    pub types: Option<Vec<String>>,
+    /// Longest time compressed output is held back while the response is still streaming;
+    /// zero flushes after every chunk.
+    pub flush_delay: Duration,
+}
+
+impl Default for Compress {
+    fn default() -> Self {
+        Self {
+            algorithms: vec![
+                CompressAlgorithm::Zstd,
+                CompressAlgorithm::Br,
+                CompressAlgorithm::Gzip,
+            ],
+            levels: CompressLevels::default(),
+            min_length: 256,
+            types: None,
+            flush_delay: Duration::from_millis(50),
+        }
+    }
+}
+
+/// A content coding sluice compresses responses with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompressAlgorithm {
+    Gzip,
+    Deflate,
+    Br,
+    Zstd,
+}
+
+impl CompressAlgorithm {
+    pub const ALL: [CompressAlgorithm; 4] = [Self::Gzip, Self::Deflate, Self::Br, Self::Zstd];
+
+    /// The `Content-Encoding` token, as written in the config.
+    pub const fn token(self) -> &'static str {
+        match self {
+            Self::Gzip => "gzip",
+            Self::Deflate => "deflate",
+            Self::Br => "br",
+            Self::Zstd => "zstd",
+        }
+    }
+
+    /// The levels the encoder accepts. zstd stops at 19: higher ("ultra") levels need windows
+    /// larger than the 8 MiB HTTP clients must support (RFC 9659).
+    pub const fn levels(self) -> (u32, u32) {
+        match self {
+            Self::Gzip | Self::Deflate => (1, 9),
+            Self::Br => (0, 11),
+            Self::Zstd => (1, 19),
+        }
+    }
+}
+
+/// A configured level per algorithm (`None`: the algorithm's default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompressLevels {
+    pub gzip: Option<u32>,
+    pub deflate: Option<u32>,
+    pub br: Option<u32>,
+    pub zstd: Option<u32>,
+}
+
+impl CompressLevels {
+    pub const fn get(&self, algorithm: CompressAlgorithm) -> Option<u32> {
+        match algorithm {
+            CompressAlgorithm::Gzip => self.gzip,
+            CompressAlgorithm::Deflate => self.deflate,
+            CompressAlgorithm::Br => self.br,
+            CompressAlgorithm::Zstd => self.zstd,
+        }
+    }
 }
 
 /// How a route matches the `Host` (or `:authority`), compared without port and case-insensitively.
@@ -259,6 +350,9 @@ pub struct StaticFiles {
     pub strip_prefix: bool,
     /// Follow symbolic links that lead outside `root`. Off by default: such links answer 404.
     pub follow_symlinks_outside_root: bool,
+    /// Serve `file.zst` / `file.br` / `file.gz` beside a file to clients that accept that
+    /// coding, most preferred first. Empty: off (the default).
+    pub precompressed: Vec<SidecarCoding>,
 }
 
 impl StaticFiles {
@@ -268,7 +362,38 @@ impl StaticFiles {
             index: vec!["index.html".into()],
             strip_prefix: false,
             follow_symlinks_outside_root: false,
+            precompressed: Vec::new(),
         }
+    }
+}
+
+/// The coding of a precompressed sidecar file. sluice-config has no dependency on sluice-http,
+/// whose `Encoding` this maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SidecarCoding {
+    Zstd,
+    Br,
+    Gzip,
+}
+
+impl SidecarCoding {
+    /// Every sidecar coding in the default preference order: zstd > br > gzip (smallest first
+    /// at the levels `sluice precompress` writes).
+    pub const ALL: [SidecarCoding; 3] =
+        [SidecarCoding::Zstd, SidecarCoding::Br, SidecarCoding::Gzip];
+
+    /// The content-coding token, as written in the config and in `Content-Encoding`.
+    pub const fn token(self) -> &'static str {
+        match self {
+            SidecarCoding::Zstd => "zstd",
+            SidecarCoding::Br => "br",
+            SidecarCoding::Gzip => "gzip",
+        }
+    }
+
+    /// The token's coding, exactly as written (lower case).
+    pub fn from_token(token: &str) -> Option<SidecarCoding> {
+        SidecarCoding::ALL.into_iter().find(|c| c.token() == token)
     }
 }
 

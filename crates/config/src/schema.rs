@@ -11,9 +11,10 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawConfig, RawDecompress, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener,
-    RawLog, RawProxy, RawRedirect, RawRespond, RawRetry, RawRoute, RawServer, RawServerTable,
-    RawSni, RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
+    RawAdmin, RawCompress, RawCompressLevels, RawConfig, RawDecompress, RawHeaderEdits,
+    RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRedirect, RawRespond, RawRetry,
+    RawRoute, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
+    RawUpstreamTimeouts,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -46,6 +47,8 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("routes"), I, K("respond")] => fields_of::<RawRespond>(),
         [K("routes"), I, K("redirect")] => fields_of::<RawRedirect>(),
         [K("routes"), I, K("proxy")] => fields_of::<RawProxy>(),
+        [K("routes"), I, K("compress")] => fields_of::<RawCompress>(),
+        [K("routes"), I, K("compress"), K("levels")] => fields_of::<RawCompressLevels>(),
         [
             K("routes"),
             I,
@@ -200,6 +203,8 @@ mod tests {
             route.key("proxy").key("request_headers"),
             route.key("proxy").key("response_headers"),
             route.key("proxy").key("decompress_requests"),
+            route.key("compress"),
+            route.key("compress").key("levels"),
             upstream.clone(),
             upstream.key("servers").index(0),
             upstream.key("keepalive"),

@@ -157,6 +157,9 @@ zz = 1
 request_headers = { zz = 1 }
 response_headers = { zz = 1 }
 decompress_requests = { zz = 1 }
+[routes.compress]
+zz = 1
+levels = { zz = 1 }
 [upstreams.a]
 zz = 1
 servers = [{ address = "h:1", zz = 1 }]
@@ -190,6 +193,8 @@ zz = 1
         "routes[0].proxy.request_headers.zz",
         "routes[0].proxy.response_headers.zz",
         "routes[0].proxy.decompress_requests.zz",
+        "routes[0].compress.zz",
+        "routes[0].compress.levels.zz",
         "upstreams.a.keepalive.zz",
         "upstreams.a.timeouts.zz",
         "upstreams.a.retry.zz",

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use sluice_config::*;
 
+#[path = "typed/compress.rs"]
+mod compress;
 #[path = "typed/proxy.rs"]
 mod proxy;
 
@@ -281,4 +283,23 @@ fn unit_parsers_are_public_for_the_cli() {
     assert!(parse_duration("30").unwrap_err().contains(r#"write "30s""#));
     assert_eq!(parse_size("10MiB"), Ok(10 << 20));
     assert!(parse_size("10k").is_err());
+}
+
+#[test]
+fn precompressed_is_a_switch_or_an_ordered_list() {
+    let codings = |value: &str| {
+        let text = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
+        );
+        let config = parse_str(&text, Path::new("sluice.toml")).unwrap();
+        let Action::Static(files) = &config.routes[0].action else {
+            panic!("static")
+        };
+        files.precompressed.clone()
+    };
+    use SidecarCoding::{Br, Gzip, Zstd};
+    assert_eq!(codings(""), []);
+    assert_eq!(codings(", precompressed = false"), []);
+    assert_eq!(codings(", precompressed = true"), [Zstd, Br, Gzip]);
+    assert_eq!(codings(r#", precompressed = ["gzip", "br"]"#), [Gzip, Br]);
 }

@@ -12,7 +12,7 @@
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 
-use crate::encoding::{Encoding, Negotiated, negotiate_headers};
+use crate::encoding::{Encoding, Negotiated, negotiate_fields};
 
 /// What is worth compressing, and in which codings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +59,14 @@ impl Default for CompressPolicy {
             min_length: 256,
             offered: vec![Encoding::Zstd, Encoding::Br, Encoding::Gzip],
         }
+    }
+}
+
+impl CompressPolicy {
+    /// Whether a `Content-Type` (parameters ignored) is in the allow-list. `sluice precompress`
+    /// asks this of each file's type, so it writes sidecars for what would be compressed live.
+    pub fn allows_type(&self, content_type: &HeaderValue) -> bool {
+        type_allowed(&self.mime_types, Some(content_type))
     }
 }
 
@@ -134,6 +142,29 @@ pub fn decide(
     resp_status: StatusCode,
     resp_headers: &HeaderMap,
 ) -> Decision {
+    let accept_encoding = req_headers.get_all(header::ACCEPT_ENCODING).into_iter();
+    decide_with(
+        policy,
+        req_method,
+        accept_encoding.map(HeaderValue::as_bytes),
+        resp_status,
+        resp_headers,
+        None,
+    )
+}
+
+/// [`decide`] for a server that no longer holds the request (a proxy consumed it): the request's
+/// `Accept-Encoding` field lines are passed instead of its headers. `body_len` is the body's
+/// exact length when known without a `Content-Length` header (a body held in memory), so a tiny
+/// fixed response is not compressed either.
+pub fn decide_with<'a>(
+    policy: &CompressPolicy,
+    req_method: &Method,
+    accept_encoding: impl IntoIterator<Item = &'a [u8]>,
+    resp_status: StatusCode,
+    resp_headers: &HeaderMap,
+    body_len: Option<u64>,
+) -> Decision {
     let tunnel = req_method == Method::CONNECT && resp_status.is_success();
     let no_content = resp_status.is_informational()
         || resp_status == StatusCode::NO_CONTENT
@@ -157,10 +188,11 @@ pub fn decide(
     if !type_allowed(&policy.mime_types, resp_headers.get(header::CONTENT_TYPE)) {
         return Decision::Skip(SkipReason::Type);
     }
-    if content_length(resp_headers).is_some_and(|len| len < policy.min_length) {
+    let len = content_length(resp_headers).or(body_len);
+    if len.is_some_and(|len| len < policy.min_length) {
         return Decision::Skip(SkipReason::TooSmall);
     }
-    match negotiate_headers(req_headers, &policy.offered) {
+    match negotiate_fields(accept_encoding, &policy.offered) {
         Negotiated::Use(Encoding::Identity) | Negotiated::NotAcceptable => {
             Decision::Skip(SkipReason::NotAccepted)
         }

@@ -322,3 +322,41 @@ fn vary_merging() {
         ["accept-encoding-x", "Accept-Encoding"]
     );
 }
+
+#[test]
+fn decide_with_takes_accept_encoding_lines_and_a_known_body_length() {
+    let policy = CompressPolicy::default();
+    let text = response(&[(header::CONTENT_TYPE, "text/plain")]);
+    let lines: [&[u8]; 2] = [b"identity;q=0.5", b"br"];
+    let decide = |body_len| {
+        decide_with(
+            &policy,
+            &Method::GET,
+            lines,
+            StatusCode::OK,
+            &text,
+            body_len,
+        )
+    };
+    assert_eq!(
+        decide(None),
+        Decision::Compress(Encoding::Br),
+        "both lines count, unknown length compresses"
+    );
+    assert_eq!(decide(Some(10)), skip(SkipReason::TooSmall));
+    assert_eq!(decide(Some(10_000)), Decision::Compress(Encoding::Br));
+    // A declared Content-Length wins over the body's length.
+    let declared = response(&[
+        (header::CONTENT_TYPE, "text/plain"),
+        (header::CONTENT_LENGTH, "10"),
+    ]);
+    let decision = decide_with(
+        &policy,
+        &Method::GET,
+        lines,
+        StatusCode::OK,
+        &declared,
+        Some(10_000),
+    );
+    assert_eq!(decision, skip(SkipReason::TooSmall));
+}

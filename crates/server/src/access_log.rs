@@ -79,6 +79,11 @@ pub struct Entry {
     pub user_agent: Option<String>,
     pub status: StatusCode,
     pub route: Option<String>,
+    /// The response's content coding as sent (`gzip`, `br`, ...); `None` for identity.
+    pub encoding: Option<&'static str>,
+    /// The compression decision (`compressed`, `too_small`, ...); `None` when the route does
+    /// not compress.
+    pub compress: Option<&'static str>,
 }
 
 impl Entry {
@@ -107,6 +112,8 @@ impl Entry {
             user_agent: header(http::header::USER_AGENT),
             status: StatusCode::OK,
             route: None,
+            encoding: None,
+            compress: None,
         }
     }
 
@@ -139,6 +146,8 @@ impl Entry {
             "bytes_sent": bytes_sent,
             "duration_ms": self.start.elapsed().as_secs_f64() * 1000.0,
             "route": self.route,
+            "encoding": self.encoding,
+            "compress": self.compress,
             "referer": self.referer,
             "user_agent": self.user_agent,
         });
@@ -219,5 +228,7 @@ mod tests {
         assert_eq!(v["status"], 404);
         assert_eq!(v["bytes_sent"], 7);
         assert_eq!(v["user_agent"], "curl/8 \"evil\"");
+        assert_eq!(v["encoding"], serde_json::Value::Null);
+        assert_eq!(v["compress"], serde_json::Value::Null);
     }
 }

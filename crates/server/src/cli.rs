@@ -2,7 +2,7 @@
 //! typed [`Config`] (from a file or from flags) and hand it to [`run_server`].
 //!
 //! Command names are a contract with users and docs: `serve`, `check`, `file-server`, `origin`,
-//! `cert` (later: `reverse-proxy`, `demo`, `precompress`, `bench`).
+//! `cert`, `reverse-proxy`, `demo`, `precompress` (later: `bench`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,8 +10,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use sluice_config::{
-    AccessLog, Action, BalancePolicy, CertFiles, Config, HashKey, Listener, LogSettings, PathMatch,
-    Proxy, Route, ServerSettings, StaticFiles, Tls, Upstream, UpstreamAddress, UpstreamServer,
+    AccessLog, Action, BalancePolicy, CertFiles, Compress, Config, DecompressRequests, HashKey,
+    Listener, LogSettings, PathMatch, Proxy, Route, ServerSettings, SidecarCoding, StaticFiles,
+    Tls, Upstream, UpstreamAddress, UpstreamServer,
 };
 
 use crate::cert;
@@ -51,6 +52,55 @@ enum Command {
     ReverseProxy(ReverseProxyArgs),
     /// Start two demo origins and a balancing proxy in front of them, and print what to try.
     Demo(DemoArgs),
+    /// The lab: run the seeds' experiments against sluice, nginx and a bare hyper baseline.
+    Bench(sluice_bench::BenchCommand),
+    /// Write .gz/.br/.zst files beside the compressible files of a directory, for static
+    /// routes with `precompressed` on.
+    Precompress(PrecompressArgs),
+}
+
+#[derive(Args)]
+struct PrecompressArgs {
+    /// Directory to walk (symbolic links are not followed).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// Codings to write, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "gzip,br,zstd")]
+    algorithms: Vec<CodingArg>,
+    /// `max` (gzip 9, br 11, zstd 19) or a number, clamped into each coding's range.
+    #[arg(long, default_value = "max", value_parser = parse_level)]
+    level: LevelArg,
+    /// Files smaller than this many bytes are left alone.
+    #[arg(long, value_name = "BYTES", default_value_t = 256)]
+    min_size: u64,
+    /// Remove the .gz/.br/.zst files of the compressible files instead of writing them.
+    #[arg(long)]
+    clean: bool,
+    /// Files compressed in parallel (default: one per core).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CodingArg {
+    Gzip,
+    Br,
+    Zstd,
+}
+
+#[derive(Clone, Copy)]
+enum LevelArg {
+    Max,
+    Fixed(i32),
+}
+
+fn parse_level(text: &str) -> Result<LevelArg, String> {
+    if text == "max" {
+        return Ok(LevelArg::Max);
+    }
+    text.parse()
+        .map(LevelArg::Fixed)
+        .map_err(|_| format!("expected `max` or a number, found `{text}`"))
 }
 
 #[derive(Args)]
@@ -70,6 +120,13 @@ struct ReverseProxyArgs {
     /// Log each request to stdout in nginx's combined format.
     #[arg(long)]
     access_log: bool,
+    /// Compress responses (zstd, br, gzip by the client's Accept-Encoding; defaults of
+    /// `compress = {}`).
+    #[arg(long)]
+    compress: bool,
+    /// Decode gzip/deflate/br/zstd request bodies before forwarding them (10 MiB, ratio 100).
+    #[arg(long)]
+    decompress_requests: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -115,6 +172,13 @@ struct FileServerArgs {
     /// Log each request to stdout in nginx's combined format.
     #[arg(long)]
     access_log: bool,
+    /// Compress responses on the fly (defaults of `compress = {}`).
+    #[arg(long)]
+    compress: bool,
+    /// Serve .zst/.br/.gz files beside the requested file to clients that accept them
+    /// (write them with `sluice precompress DIR`).
+    #[arg(long)]
+    precompressed: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -182,6 +246,48 @@ pub fn main() -> ExitCode {
             Err(message) => fail(&message),
         },
         Command::Demo(args) => run_demo(args),
+        Command::Bench(cmd) => sluice_bench::main(cmd),
+        Command::Precompress(args) => precompress(args),
+    }
+}
+
+fn precompress(args: PrecompressArgs) -> ExitCode {
+    use sluice_http::compress::Algorithm;
+    let mut algorithms = Vec::new();
+    for coding in args.algorithms {
+        let alg = match coding {
+            CodingArg::Gzip => Algorithm::Gzip,
+            CodingArg::Br => Algorithm::Br,
+            CodingArg::Zstd => Algorithm::Zstd,
+        };
+        if !algorithms.contains(&alg) {
+            algorithms.push(alg);
+        }
+    }
+    let options = crate::precompress::Options {
+        dir: args.dir,
+        algorithms,
+        level: match args.level {
+            LevelArg::Max => None,
+            LevelArg::Fixed(level) => Some(level),
+        },
+        min_size: args.min_size,
+        clean: args.clean,
+        jobs: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        }),
+        progress: true,
+    };
+    match crate::precompress::run(&options) {
+        Ok(summary) => {
+            print!("{}", summary.render(&options));
+            if summary.errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(message) => fail(&message),
     }
 }
 
@@ -229,7 +335,15 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
         hosts: Vec::new(),
         path: PathMatch::Prefix("/".into()),
         listeners: Vec::new(),
-        action: Action::Static(StaticFiles::new(root)),
+        action: Action::Static(StaticFiles {
+            precompressed: if args.precompressed {
+                SidecarCoding::ALL.to_vec()
+            } else {
+                Vec::new()
+            },
+            ..StaticFiles::new(root)
+        }),
+        compress: args.compress.then(Compress::default),
     };
     Ok(quick_config(
         listener,
@@ -256,12 +370,15 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
     if args.tls.is_some() {
         listener.tls = Some(Tls::SelfSigned { hosts: Vec::new() });
     }
+    let mut proxy = Proxy::to("backend");
+    proxy.decompress_requests = args.decompress_requests.then(DecompressRequests::default);
     let route = Route {
         name: "proxy".into(),
         hosts: Vec::new(),
         path: PathMatch::Prefix("/".into()),
         listeners: Vec::new(),
-        action: Action::Proxy(Proxy::to("backend")),
+        action: Action::Proxy(proxy),
+        compress: args.compress.then(Compress::default),
     };
     let mut config = quick_config(listener, vec![route], &args.common, args.access_log);
     config.upstreams.push(upstream);
@@ -500,6 +617,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             path: PathMatch::Prefix("/".into()),
             listeners: Vec::new(),
             action: Action::Proxy(Proxy::to("origins")),
+            compress: Some(Compress::default()),
         };
         let mut config = quick_config(
             Listener::plain(args.listen),

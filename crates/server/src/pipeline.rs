@@ -1,7 +1,7 @@
 //! The pipeline: the ONE place that orders the phases of a request.
 //!
-//! route -> action (static files, fixed response, redirect, proxy) ->
-//! response headers (`Server`) -> access log. Every failure becomes a response here, through
+//! route -> action (static files, fixed response, redirect, proxy) -> compression (when the
+//! route has `compress`) -> response headers (`Server`) -> access log. Every failure becomes a response here, through
 //! [`sluice_core::Error::status`]; nothing below this function writes an error page itself.
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use sluice_core::{Body, Error, Side};
 
 use crate::access_log::{AccessLogger, Entry};
+use crate::compress::AcceptEncoding;
 use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
 use crate::responses;
@@ -61,7 +62,12 @@ impl Pipeline {
                 if let Some(entry) = entry.as_mut() {
                     entry.route = Some(route.config.name.clone());
                 }
-                let response = match &route.handler {
+                // Taken before the action, which may consume the request (a proxy does).
+                let compression = route.compression.as_ref().map(|compression| {
+                    let accept = AcceptEncoding::of(req.headers());
+                    (compression, req.method().clone(), accept)
+                });
+                let mut response = match &route.handler {
                     Handler::Static(files) => {
                         match files.serve(req.method(), req.uri(), req.headers()).await {
                             Ok(response) => response,
@@ -83,6 +89,13 @@ impl Pipeline {
                         }
                     }
                 };
+                if let Some((compression, method, accept)) = compression {
+                    let outcome = compression.apply(&method, &accept, &mut response);
+                    if let Some(entry) = entry.as_mut() {
+                        entry.compress = Some(outcome.decision);
+                        entry.encoding = outcome.encoding;
+                    }
+                }
                 (response, &route.metrics)
             }
         };

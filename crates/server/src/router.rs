@@ -10,6 +10,8 @@ use http::Request;
 use sluice_config::{Action, FixedResponse, Redirect, Route};
 use sluice_http::static_files::StaticFiles;
 
+use crate::compress::RouteCompression;
+
 /// What a matched route does, ready to run (static roots canonicalized, etc.).
 pub enum Handler {
     Static(StaticFiles),
@@ -23,16 +25,19 @@ pub enum Handler {
 pub struct CompiledRoute {
     pub config: Route,
     pub handler: Handler,
+    /// Response compression, when the route has a `compress` option.
+    pub compression: Option<RouteCompression>,
     /// Created at start-up so requests update them without a label lookup.
     pub metrics: crate::metrics::RouteMetrics,
 }
 
 impl CompiledRoute {
-    /// `upstreams` holds the running group and client of every upstream, by name.
+    /// `upstreams` holds the running group and client of every upstream, by name; `metrics`
+    /// hands out the route's metric handles.
     pub fn compile(
         route: &Route,
         upstreams: &crate::server::Upstreams,
-        metrics: crate::metrics::RouteMetrics,
+        metrics: &crate::metrics::Metrics,
     ) -> Result<Self, sluice_core::Error> {
         let handler = match &route.action {
             Action::Static(cfg) => {
@@ -56,10 +61,15 @@ impl CompiledRoute {
                 )))
             }
         };
+        let compression = route
+            .compress
+            .as_ref()
+            .map(|c| RouteCompression::new(c, metrics.compress(&route.name)));
         Ok(Self {
             config: route.clone(),
             handler,
-            metrics,
+            compression,
+            metrics: metrics.route(&route.name),
         })
     }
 }

@@ -87,7 +87,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         .routes
         .iter()
         .map(|route| {
-            CompiledRoute::compile(route, &upstreams, metrics.route(&route.name))
+            CompiledRoute::compile(route, &upstreams, &metrics)
                 .map(Arc::new)
                 .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))
         })

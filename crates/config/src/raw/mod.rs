@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-pub(crate) use shapes::{Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
+pub(crate) use shapes::{BoolOrList, Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
 pub(crate) use upstream::{
     RawHealthCheck, RawKeepalive, RawRetry, RawServerTable, RawUpstream, RawUpstreamTimeouts,
 };
@@ -99,7 +99,8 @@ pub(crate) struct RawSni {
 }
 
 /// `[[routes]]`. The four actions are separate optional tables so that "none" and "two" are
-/// both reportable, rather than an enum serde would reject without saying where.
+/// both reportable, rather than an enum serde would reject without saying where. `compress` is
+/// not an action: it applies to whatever response the action produced.
 #[derive(Debug, Default, Deserialize)]
 #[serde(expecting = "a [[routes]] table")]
 pub(crate) struct RawRoute {
@@ -113,6 +114,30 @@ pub(crate) struct RawRoute {
     pub respond: Option<RawRespond>,
     pub redirect: Option<RawRedirect>,
     pub proxy: Option<RawProxy>,
+    pub compress: Option<RawCompress>,
+}
+
+/// `compress = { ... }` of a route; `{}` turns compression on with the defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    expecting = "a table like { algorithms = [\"zstd\", \"br\", \"gzip\"] } ({} for the defaults)"
+)]
+pub(crate) struct RawCompress {
+    pub algorithms: Option<Spanned<OneOrMany>>,
+    pub levels: Option<RawCompressLevels>,
+    pub min_length: Option<Spanned<Scalar>>,
+    pub types: Option<Spanned<OneOrMany>>,
+    pub flush_delay: Option<Spanned<Scalar>>,
+}
+
+/// `levels = { gzip = 2, br = 4, zstd = 3 }` of `compress`: one key per algorithm.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { gzip = 2, br = 4, zstd = 3 }")]
+pub(crate) struct RawCompressLevels {
+    pub gzip: Option<Spanned<Scalar>>,
+    pub deflate: Option<Spanned<Scalar>>,
+    pub br: Option<Spanned<Scalar>>,
+    pub zstd: Option<Spanned<Scalar>>,
 }
 
 /// `static = { ... }`
@@ -123,6 +148,7 @@ pub(crate) struct RawStatic {
     pub index: Option<Spanned<OneOrMany>>,
     pub strip_prefix: Option<bool>,
     pub follow_symlinks_outside_root: Option<bool>,
+    pub precompressed: Option<Spanned<BoolOrList>>,
 }
 
 /// `respond = { ... }`

@@ -106,6 +106,37 @@ impl<'de> Deserialize<'de> for OneOrMany {
     }
 }
 
+/// `true` / `false`, or a list of strings: a switch whose "on" can be narrowed down, like
+/// `precompressed = true` or `precompressed = ["br", "gzip"]`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum BoolOrList {
+    Bool(bool),
+    List(Vec<Spanned<String>>),
+}
+
+impl<'de> Deserialize<'de> for BoolOrList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = BoolOrList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false or an array of strings")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<BoolOrList, E> {
+                Ok(BoolOrList::Bool(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<BoolOrList, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(BoolOrList::List(items))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
 /// A table of free-form keys (header names), kept in file order: `BTreeMap` would sort
 /// `"X-Env"` before `"x-b"`, an order neither written nor meaningful.
 #[derive(Debug, Default)]

@@ -9,9 +9,9 @@ use http::{HeaderMap, StatusCode};
 use super::Cx;
 use super::files::Kind;
 use super::proxy::Targets;
-use crate::model::{Action, FixedResponse, Redirect, StaticFiles, Upstream};
+use crate::model::{Action, FixedResponse, Redirect, SidecarCoding, StaticFiles, Upstream};
 use crate::path::{KeyPath, TomlKey};
-use crate::raw::{OneOrMany, RawRedirect, RawRespond, RawRoute, RawStatic};
+use crate::raw::{BoolOrList, OneOrMany, RawRedirect, RawRespond, RawRoute, RawStatic};
 use crate::schema::closest;
 
 const ACTIONS: [&str; 4] = ["static", "respond", "redirect", "proxy"];
@@ -93,12 +93,58 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
             index.push(name.clone());
         }
     }
+    let precompressed = match &raw.precompressed {
+        Some(value) => sidecar_codings(cx, &path.key("precompressed"), value.get_ref()),
+        None => Vec::new(),
+    };
     Some(Action::Static(StaticFiles {
         root: root?,
         index,
         strip_prefix: raw.strip_prefix.unwrap_or(false),
         follow_symlinks_outside_root: raw.follow_symlinks_outside_root.unwrap_or(false),
+        precompressed,
     }))
+}
+
+/// `precompressed = true` (every sidecar coding, zstd > br > gzip), `false`, or a list of
+/// tokens in the server's order of preference.
+fn sidecar_codings(cx: &mut Cx<'_>, path: &KeyPath, value: &BoolOrList) -> Vec<SidecarCoding> {
+    let items = match value {
+        BoolOrList::Bool(true) => return SidecarCoding::ALL.to_vec(),
+        BoolOrList::Bool(false) => return Vec::new(),
+        BoolOrList::List(items) => items,
+    };
+    let tokens = SidecarCoding::ALL.map(SidecarCoding::token);
+    let mut codings = Vec::with_capacity(items.len());
+    for item in items {
+        let token = item.get_ref();
+        let Some(coding) = SidecarCoding::from_token(token) else {
+            let hint = match token.to_ascii_lowercase().as_str() {
+                "deflate" => {
+                    "deflate has no sidecar file (gzip serves the same clients): use \"gzip\""
+                        .to_owned()
+                }
+                lower if SidecarCoding::from_token(lower).is_some() => {
+                    format!("write \"{lower}\" in lower case")
+                }
+                _ => match closest(token, tokens) {
+                    Some(best) => format!("did you mean \"{best}\"?"),
+                    None => r#"the codings are "zstd", "br" and "gzip""#.into(),
+                },
+            };
+            let message = format!("unknown precompressed coding `{token}`");
+            cx.r.error(path, Some(item.span()), message, Some(hint));
+            continue;
+        };
+        if codings.contains(&coding) {
+            let message = format!("`{token}` is listed twice");
+            let hint = Some("list each coding once, most preferred first".into());
+            cx.r.error(path, Some(item.span()), message, hint);
+            continue;
+        }
+        codings.push(coding);
+    }
+    codings
 }
 
 fn respond(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRespond) -> Option<Action> {

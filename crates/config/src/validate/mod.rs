@@ -12,6 +12,7 @@
 mod actions;
 mod address;
 mod admin;
+mod compress;
 mod files;
 mod hosts;
 mod listeners;

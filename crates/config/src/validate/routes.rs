@@ -56,6 +56,10 @@ pub(super) fn routes(
             route: &name,
         };
         let action = super::actions::action(cx, &path, raw, &targets);
+        let compress = raw
+            .compress
+            .as_ref()
+            .map(|c| super::compress::compress(cx, &path.key("compress"), c));
         if let (Some(path_match), Some((action, inline))) = (path_match, action) {
             inline_upstreams.extend(inline);
             valid.push(Route {
@@ -64,6 +68,7 @@ pub(super) fn routes(
                 path: path_match,
                 listeners: route_listeners,
                 action,
+                compress,
             });
         }
     }

@@ -70,6 +70,8 @@ pin_project_lite::pin_project! {
         timer: Option<Pin<Box<Sleep>>>,
         timer_armed: bool,
         state: State,
+        // Identity bytes fed to the encoder, for metrics.
+        bytes_in: u64,
     }
 }
 
@@ -85,7 +87,13 @@ impl<B> CompressBody<B> {
             timer: None,
             timer_armed: false,
             state: State::Streaming,
+            bytes_in: 0,
         }
+    }
+
+    /// Identity bytes fed to the encoder so far (the compression ratio's numerator).
+    pub fn bytes_in(&self) -> u64 {
+        self.bytes_in
     }
 }
 
@@ -206,6 +214,7 @@ fn write<B>(this: &mut Projection<'_, B>, data: &[u8]) -> Result<bool, BoxError>
         return Ok(false);
     }
     this.encoder.write(data, this.buf)?;
+    *this.bytes_in += data.len() as u64;
     let options = *this.options;
     if options.event_stream || options.flush_delay.is_zero() {
         flush(this.encoder, this.buf, this.unflushed)?;

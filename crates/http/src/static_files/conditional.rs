@@ -6,6 +6,10 @@
 //! different contents written within the same second with the same size share an ETag: the same
 //! trade-off nginx makes.
 //!
+//! A precompressed variant's tag also names its coding, `"<mtime hex>-<size hex>-br"`: it must
+//! differ from the original's and from the other variants', and `sluice precompress` gives every
+//! variant the original's mtime, so two of them may well share mtime and size.
+//!
 //! Preconditions are evaluated in the order of RFC 9110 §13.2.2: `If-Match`, else
 //! `If-Unmodified-Since` (412 on failure); then `If-None-Match`, else `If-Modified-Since` (304 on
 //! a match for GET/HEAD). `If-Range` (§13.1.5) is step 5 and lives in [`if_range_allows`].
@@ -18,6 +22,7 @@ use http::{HeaderMap, HeaderValue};
 use httpdate::HttpDate;
 
 use super::etag::{EntityTags, Member};
+use crate::encoding::Encoding;
 
 /// The validators of one version of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,13 +34,23 @@ pub(crate) struct Validators {
 }
 
 impl Validators {
-    /// Validators of a file of `len` bytes last modified at `mtime`, as seen at `now`.
-    pub(crate) fn new(mtime: Option<SystemTime>, len: u64, now: SystemTime) -> Self {
+    /// Validators of a file of `len` bytes in `encoding` (`Identity` for the file itself, else
+    /// a sidecar's coding) last modified at `mtime`, as seen at `now`.
+    pub(crate) fn new(
+        mtime: Option<SystemTime>,
+        len: u64,
+        encoding: Encoding,
+        now: SystemTime,
+    ) -> Self {
         let secs = mtime
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs());
+        let etag = match encoding {
+            Encoding::Identity => format!("\"{secs:x}-{len:x}\""),
+            coded => format!("\"{secs:x}-{len:x}-{coded}\""),
+        };
         Self {
-            etag: format!("\"{secs:x}-{len:x}\""),
+            etag,
             // RFC 9110 §8.8.2.1: never announce a modification in the future (a clock skewed
             // copy, `touch -d tomorrow`); clamp to the time of the response.
             last_modified: mtime.map(|t| HttpDate::from(t.min(now))),
@@ -266,17 +281,21 @@ mod tests {
     fn etag_is_mtime_and_size_in_hex() {
         let mtime = UNIX_EPOCH + Duration::new(1_700_000_000, 999_000_000);
         let now = mtime + Duration::from_secs(60);
-        let v = Validators::new(Some(mtime), 10, now);
+        let v = Validators::new(Some(mtime), 10, Encoding::Identity, now);
         assert_eq!(v, validators());
-        assert_eq!(Validators::new(None, 255, now).etag, "\"0-ff\"");
-        assert_eq!(Validators::new(None, 255, now).last_modified, None);
+        let v = Validators::new(None, 255, Encoding::Identity, now);
+        assert_eq!((v.etag.as_str(), v.last_modified), ("\"0-ff\"", None));
+        let br = Validators::new(Some(mtime), 10, Encoding::Br, now);
+        assert_eq!(br.etag, "\"6553f100-a-br\"");
+        let zstd = Validators::new(Some(mtime), 10, Encoding::Zstd, now);
+        assert_eq!(zstd.etag, "\"6553f100-a-zstd\"");
     }
 
     #[test]
     fn last_modified_is_clamped_to_now() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         let future = now + Duration::from_secs(3_600);
-        let v = Validators::new(Some(future), 0, now);
+        let v = Validators::new(Some(future), 0, Encoding::Identity, now);
         assert_eq!(v.last_modified, Some(HttpDate::from(now)));
         assert_eq!(v.etag, "\"11f8-0\"");
     }

@@ -3,22 +3,32 @@
 //!
 //! # Why sluice owns this handler
 //! tower-http's `ServeDir` has no `ETag`, no `If-None-Match` / `If-Range`, and no containment of
-//! symbolic links; and later work needs to pick precompressed sidecars (`.br`, `.zst`, `.gz`)
-//! with their own ETag and to serve hot small files from memory. So the handler is written here,
+//! symbolic links, and it cannot give precompressed sidecars (`.br`, `.zst`, `.gz`) their own
+//! ETag; later work will serve hot small files from memory. So the handler is written here,
 //! with crates for the well-defined pieces: `mime_guess` (types), `httpdate` (dates),
 //! `http-range-header` (Range syntax) and `percent-encoding` (paths).
 //!
 //! # How a request flows (read the files in this order)
 //! 1. `path.rs`: method check (GET/HEAD, else 405), route prefix stripped, path decoded; any
-//!    `..`, NUL or invalid UTF-8 is a 400.
+//!    `..`, NUL or invalid UTF-8 is a 400. `precompressed.rs`: with `precompressed` on, the
+//!    sidecar codings the client accepts, best first (`Accept-Encoding` negotiation).
 //! 2. `resolve.rs` (one trip to the blocking pool): canonicalise, contain symlinks, directory ->
-//!    301 to add `/` or its index file, open, `fstat` once.
+//!    301 to add `/` or its index file, open, `fstat` once; then one `lstat` per accepted coding
+//!    until a sidecar (`app.js.br` beside the canonical `app.js`, not older than it) is found.
 //! 3. `conditional.rs` (with `etag.rs` for entity-tag lists): validators and RFC 9110 §13.2.2
 //!    preconditions: 412 or 304. The ETag is nginx's strong `"<mtime secs hex>-<size hex>"`: it
-//!    changes when the file's mtime or size changes.
+//!    changes when the file's mtime or size changes; a sidecar's adds its coding (`"…-br"`).
 //! 4. `range.rs`: `Range` (GET only) with `If-Range`: 206, 416, or the whole file.
 //! 5. `body.rs`: the bytes, read whole up to 64 KiB or streamed in 64 KiB frames.
-//! 6. `response.rs`: `Content-Type` (by extension) and the body-less answers.
+//! 6. `response.rs`: `Content-Type` (by extension; a sidecar gets its original's) and the
+//!    body-less answers.
+//!
+//! A sidecar is served as the representation itself: `Content-Encoding`, its own validators and
+//! length, ranges over its encoded bytes (as Caddy and nginx's `gzip_static` do), and the
+//! [`Precompressed`] extension so the pipeline neither compresses it again nor calls it
+//! `already_encoded`. With `precompressed` on, every file response says
+//! `Vary: Accept-Encoding`, since another request may get another variant. A request for
+//! `/app.js.gz` itself is a normal file (`application/gzip`), as in nginx.
 //!
 //! Hidden files (`.well-known/`, but also `.env`) are served like any other file, as nginx does;
 //! keep secrets out of served directories.
@@ -28,12 +38,13 @@
 //!
 //! Specs: RFC 9110 §8.8 (validators), §13 (conditional requests), §14 (range requests).
 //! Not implemented: `multipart/byteranges` (several ranges get the whole file with 200),
-//! directory listings, precompressed sidecars (next step), an open-file cache.
+//! directory listings, an open-file cache.
 
 mod body;
 mod conditional;
 mod etag;
 mod path;
+mod precompressed;
 mod range;
 mod resolve;
 mod response;
@@ -50,6 +61,11 @@ use conditional::{Precondition, Validators};
 use range::RangeDecision;
 use resolve::{OpenFile, Resolver, Target};
 
+use crate::compress_policy::{Precompressed, add_vary};
+use crate::encoding::Encoding;
+
+pub use response::content_type;
+
 /// A static-files route, ready to serve. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct StaticFiles {
@@ -61,6 +77,8 @@ struct Inner {
     resolver: Resolver,
     route_prefix: String,
     strip_prefix: bool,
+    /// Sidecar codings served when accepted, most preferred first; empty: off.
+    sidecars: Vec<Encoding>,
 }
 
 impl StaticFiles {
@@ -84,6 +102,7 @@ impl StaticFiles {
             resolver,
             route_prefix: route_prefix.to_owned(),
             strip_prefix: cfg.strip_prefix,
+            sidecars: cfg.precompressed.iter().map(|&c| encoding_of(c)).collect(),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -111,22 +130,42 @@ impl StaticFiles {
         let raw = path::strip_route_prefix(uri.path(), &inner.route_prefix, inner.strip_prefix)
             .ok_or_else(|| Error::downstream(ErrorKind::NotFound, "not found"))?;
         let rel = path::to_rel_path(raw)?;
+        let sidecars = precompressed::accepted(headers, &inner.sidecars);
 
         let inner = Arc::clone(&self.inner);
-        let target = tokio::task::spawn_blocking(move || inner.resolver.resolve(&rel))
-            .await
-            .map_err(|e| {
-                Error::internal(ErrorKind::Io, "file lookup task failed").with_source(e)
-            })??;
+        let target =
+            tokio::task::spawn_blocking(move || inner.resolver.resolve(&rel, sidecars.as_slice()))
+                .await
+                .map_err(|e| {
+                    Error::internal(ErrorKind::Io, "file lookup task failed").with_source(e)
+                })??;
 
         match target {
             Target::AddSlash => add_slash(uri),
-            Target::File(open) => respond(method, headers, open).await,
+            Target::File(open) => {
+                let mut response = respond(method, headers, open).await?;
+                if !self.inner.sidecars.is_empty() {
+                    // Another Accept-Encoding may get another variant of this file: caches
+                    // must key on it, for the original and for 304s too (RFC 9110 §12.5.5).
+                    add_vary(response.headers_mut());
+                }
+                Ok(response)
+            }
         }
     }
 }
 
-/// Steps 3–5 for an opened regular file.
+/// The coding a config token stands for.
+fn encoding_of(coding: sluice_config::SidecarCoding) -> Encoding {
+    match coding {
+        sluice_config::SidecarCoding::Zstd => Encoding::Zstd,
+        sluice_config::SidecarCoding::Br => Encoding::Br,
+        sluice_config::SidecarCoding::Gzip => Encoding::Gzip,
+    }
+}
+
+/// Steps 3–5 for an opened regular file, or for the precompressed sidecar chosen for it: then
+/// every validator, precondition and range refers to the sidecar's (encoded) bytes.
 async fn respond(
     method: &Method,
     headers: &HeaderMap,
@@ -137,19 +176,46 @@ async fn respond(
         len,
         modified,
         name,
+        encoding,
     } = open;
-    let validators = &Validators::new(modified, len, SystemTime::now());
-    match conditional::evaluate(headers, validators) {
+    let validators = &Validators::new(modified, len, encoding, SystemTime::now());
+    let mut response = match conditional::evaluate(headers, validators) {
         Precondition::Failed => return Ok(response::empty(StatusCode::PRECONDITION_FAILED)),
         Precondition::NotModified => {
             // No Content-Length and no body: RFC 9110 §15.4.5.
             let mut response = response::empty(StatusCode::NOT_MODIFIED);
             response::set_validators(&mut response, validators);
-            return Ok(response);
+            response
         }
-        Precondition::Proceed => {}
+        Precondition::Proceed => {
+            let content_type = response::content_type(&name);
+            whole_or_range(method, headers, file, len, validators, content_type).await?
+        }
+    };
+    if encoding != Encoding::Identity {
+        // Representation metadata goes with a representation: not on 304 (§15.4.5) or 416.
+        let status = response.status();
+        if status == StatusCode::OK || status == StatusCode::PARTIAL_CONTENT {
+            let coding = HeaderValue::from_static(encoding.as_str());
+            response
+                .headers_mut()
+                .insert(header::CONTENT_ENCODING, coding);
+        }
+        // Logs and metrics say `precompressed`, and response compression leaves it alone.
+        response.extensions_mut().insert(Precompressed(encoding));
     }
+    Ok(response)
+}
 
+/// Steps 4–5: the whole file, or the one range asked for (GET only).
+async fn whole_or_range(
+    method: &Method,
+    headers: &HeaderMap,
+    file: std::fs::File,
+    len: u64,
+    validators: &Validators,
+    content_type: HeaderValue,
+) -> Result<Response<Body>, Error> {
     // Range is defined for GET only (§14.2): a HEAD always describes the whole file.
     let decision = if method == Method::GET && conditional::if_range_allows(headers, validators) {
         range::decide(range::header_value(headers), len)
@@ -173,7 +239,7 @@ async fn respond(
     *response.status_mut() = status;
     response::set_validators(&mut response, validators);
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, response::content_type(&name));
+    h.insert(header::CONTENT_TYPE, content_type);
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if status == StatusCode::PARTIAL_CONTENT {

@@ -21,6 +21,14 @@
 //!
 //! Hidden files (`.env`, `.git/`) are served like any other, as nginx does: keep them out of the
 //! served directory, or add a route that answers them with 404.
+//!
+//! Precompressed sidecars (`app.js.br`) are looked up on the same trip, beside the *canonical*
+//! file, for the codings the client accepts (best first; none when it accepts none, so a plain
+//! request costs nothing more). The canonical directory is link-free and contained, so a sidecar
+//! that is a regular file there is contained too and costs one `lstat`; only a sidecar that is
+//! itself a symbolic link is canonicalised and checked like a requested path. A sidecar older
+//! than its original is stale (the original was edited after compressing) and ignored; any
+//! failure to use a sidecar falls back to the original rather than failing the request.
 
 use std::fs::{File, Metadata};
 use std::io;
@@ -30,6 +38,7 @@ use std::time::SystemTime;
 use sluice_core::{Error, ErrorKind};
 
 use super::path::RelPath;
+use crate::encoding::Encoding;
 
 /// What a request path leads to.
 #[derive(Debug)]
@@ -41,7 +50,7 @@ pub(crate) enum Target {
     AddSlash,
 }
 
-/// A regular file, opened, with what its one `fstat` said.
+/// A regular file (or the sidecar chosen for it), opened, with what its one `fstat` said.
 #[derive(Debug)]
 pub(crate) struct OpenFile {
     pub(crate) file: File,
@@ -49,17 +58,21 @@ pub(crate) struct OpenFile {
     /// `None` when the file system keeps no modification time.
     pub(crate) modified: Option<SystemTime>,
     /// The requested (not canonical) path, whose extension decides the `Content-Type`, as in
-    /// nginx: a link `app.js -> app.3f2a` is still JavaScript.
+    /// nginx: a link `app.js -> app.3f2a` is still JavaScript. For a sidecar, still the
+    /// original's name: `app.js.br` is JavaScript in the `br` coding.
     pub(crate) name: PathBuf,
+    /// The coding of the opened bytes: `Identity` for the file itself, else a sidecar's.
+    pub(crate) encoding: Encoding,
 }
 
 impl OpenFile {
-    fn new(file: File, meta: &Metadata, name: PathBuf) -> Self {
+    fn new(file: File, meta: &Metadata, name: PathBuf, encoding: Encoding) -> Self {
         Self {
             file,
             len: meta.len(),
             modified: meta.modified().ok(),
             name,
+            encoding,
         }
     }
 }
@@ -74,8 +87,9 @@ pub(crate) struct Resolver {
 }
 
 impl Resolver {
-    /// Resolve `rel` under the root. Blocking.
-    pub(crate) fn resolve(&self, rel: &RelPath) -> Result<Target, Error> {
+    /// Resolve `rel` under the root. `sidecars`: the codings the client accepts, best first, for
+    /// which a precompressed sidecar is tried before the file itself. Blocking.
+    pub(crate) fn resolve(&self, rel: &RelPath, sidecars: &[Encoding]) -> Result<Target, Error> {
         let requested = self.root.join(&rel.path);
         let canonical = self.contained(&requested)?;
         let meta = std::fs::metadata(&canonical).map_err(io_error)?;
@@ -84,7 +98,7 @@ impl Resolver {
             if !rel.trailing_slash {
                 return Ok(Target::AddSlash);
             }
-            return self.index_of(&canonical);
+            return self.index_of(&canonical, sidecars);
         }
         if rel.trailing_slash || !meta.is_file() {
             // `/file.txt/` names a directory that does not exist (as `open(2)` says with
@@ -92,11 +106,13 @@ impl Resolver {
             return Err(not_found());
         }
         let (file, meta) = open_regular(&canonical)?;
-        Ok(Target::File(OpenFile::new(file, &meta, requested)))
+        Ok(Target::File(
+            self.variant(&canonical, requested, file, &meta, sidecars),
+        ))
     }
 
     /// The first index file of `dir` that exists; 404 if none (no directory listings).
-    fn index_of(&self, dir: &Path) -> Result<Target, Error> {
+    fn index_of(&self, dir: &Path, sidecars: &[Encoding]) -> Result<Target, Error> {
         for index in &self.index {
             let requested = dir.join(index);
             let found = self.contained(&requested).and_then(|canonical| {
@@ -104,16 +120,82 @@ impl Resolver {
                 if !meta.is_file() {
                     return Err(not_found());
                 }
-                open_regular(&canonical)
+                open_regular(&canonical).map(|(file, meta)| (canonical, file, meta))
             });
             match found {
-                Ok((file, meta)) => return Ok(Target::File(OpenFile::new(file, &meta, requested))),
+                Ok((canonical, file, meta)) => {
+                    let open = self.variant(&canonical, requested, file, &meta, sidecars);
+                    return Ok(Target::File(open));
+                }
                 // Try the next name; a real failure (permissions, I/O) is reported as is.
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             }
         }
         Err(not_found())
+    }
+
+    /// The first usable sidecar of the opened original at `canonical`, else the original.
+    fn variant(
+        &self,
+        canonical: &Path,
+        requested: PathBuf,
+        file: File,
+        meta: &Metadata,
+        sidecars: &[Encoding],
+    ) -> OpenFile {
+        for &encoding in sidecars {
+            let Some(extension) = encoding.extension() else {
+                continue;
+            };
+            let mut path = canonical.as_os_str().to_owned();
+            path.push(extension);
+            match self.open_sidecar(Path::new(&path), meta) {
+                Ok(Some((file, meta))) => return OpenFile::new(file, &meta, requested, encoding),
+                Ok(None) => {}
+                Err(e) => tracing::debug!(
+                    sidecar = %Path::new(&path).display(),
+                    error = %e,
+                    "cannot use a precompressed sidecar; trying the next coding"
+                ),
+            }
+        }
+        OpenFile::new(file, meta, requested, Encoding::Identity)
+    }
+
+    /// The sidecar at `path`, opened, if it is a contained regular file no older than the
+    /// original. `Ok(None)` when there is none (the common case: one `lstat`).
+    fn open_sidecar(
+        &self,
+        path: &Path,
+        original: &Metadata,
+    ) -> io::Result<Option<(File, Metadata)>> {
+        let link = match std::fs::symlink_metadata(path) {
+            Ok(link) => link,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let target = if link.is_symlink() {
+            // Rare: a deploy that links sidecars. Contain it like a requested path, and check
+            // the type before `open` (a FIFO would block).
+            let Ok(canonical) = self.contained(path) else {
+                return Ok(None);
+            };
+            if !std::fs::metadata(&canonical)?.is_file() {
+                return Ok(None);
+            }
+            canonical
+        } else if link.is_file() {
+            path.to_path_buf()
+        } else {
+            return Ok(None);
+        };
+        let file = File::open(&target)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() || is_stale(&meta, original) {
+            return Ok(None);
+        }
+        Ok(Some((file, meta)))
     }
 
     /// `path` canonicalised, if it is allowed: inside the root or links may leave it.
@@ -128,6 +210,15 @@ impl Resolver {
             "symbolic link leads outside the static root; answering 404"
         );
         Err(not_found())
+    }
+}
+
+/// A sidecar last modified before its original was made from an older version: serving it
+/// would send old content. Unknown times (no mtime on this file system) are trusted.
+fn is_stale(sidecar: &Metadata, original: &Metadata) -> bool {
+    match (sidecar.modified(), original.modified()) {
+        (Ok(sidecar), Ok(original)) => sidecar < original,
+        _ => false,
     }
 }
 

@@ -12,7 +12,7 @@ use super::conditional::Validators;
 /// `Content-Type` from the file name's extension; `application/octet-stream` when unknown
 /// (never sniffed: sniffing turns uploaded text into HTML). Textual types say `charset=utf-8`,
 /// the only charset a modern site ships, so browsers do not guess.
-pub(crate) fn content_type(name: &Path) -> HeaderValue {
+pub fn content_type(name: &Path) -> HeaderValue {
     let Some(mime) = mime_guess::from_path(name).first() else {
         return HeaderValue::from_static("application/octet-stream");
     };

@@ -6,6 +6,8 @@ use std::time::Duration;
 use http::StatusCode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use sluice_http::compress::Algorithm;
+use sluice_http::compress_policy::{Decision, SkipReason};
 
 use super::DurationHistogram;
 
@@ -29,6 +31,86 @@ impl RouteMetrics {
         let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
         self.requests[class].inc();
         self.duration.observe(duration);
+        if bytes_in > 0 {
+            self.bytes_in.inc_by(bytes_in);
+        }
+        if bytes_out > 0 {
+            self.bytes_out.inc_by(bytes_out);
+        }
+    }
+}
+
+/// Handles for a route with compression on. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct CompressMetrics {
+    /// Responses by decision, indexed like [`Self::DECISIONS`].
+    pub(super) decisions: [Counter; 9],
+    /// Byte counters by algorithm, indexed like [`Self::ALGORITHMS`].
+    pub(super) bytes: [CompressBytes; 4],
+}
+
+impl CompressMetrics {
+    /// The `decision` label values: `compressed`, then every [`SkipReason`].
+    pub const DECISIONS: [&'static str; 9] = [
+        "compressed",
+        SkipReason::Status.as_str(),
+        SkipReason::Range.as_str(),
+        SkipReason::AlreadyEncoded.as_str(),
+        SkipReason::NoTransform.as_str(),
+        SkipReason::Type.as_str(),
+        SkipReason::TooSmall.as_str(),
+        SkipReason::NotAccepted.as_str(),
+        SkipReason::Precompressed.as_str(),
+    ];
+
+    pub const ALGORITHMS: [Algorithm; 4] = [
+        Algorithm::Gzip,
+        Algorithm::Deflate,
+        Algorithm::Br,
+        Algorithm::Zstd,
+    ];
+
+    /// Count one response's decision.
+    pub fn decided(&self, decision: Decision) {
+        // Exhaustive, so a new reason cannot go uncounted.
+        let index = match decision {
+            Decision::Compress(_) => 0,
+            Decision::Skip(reason) => match reason {
+                SkipReason::Status => 1,
+                SkipReason::Range => 2,
+                SkipReason::AlreadyEncoded => 3,
+                SkipReason::NoTransform => 4,
+                SkipReason::Type => 5,
+                SkipReason::TooSmall => 6,
+                SkipReason::NotAccepted => 7,
+                SkipReason::Precompressed => 8,
+            },
+        };
+        self.decisions[index].inc();
+    }
+
+    /// The byte counters of `algorithm`, to be handed to its response body.
+    pub fn bytes(&self, algorithm: Algorithm) -> CompressBytes {
+        let index = match algorithm {
+            Algorithm::Gzip => 0,
+            Algorithm::Deflate => 1,
+            Algorithm::Br => 2,
+            Algorithm::Zstd => 3,
+        };
+        self.bytes[index].clone()
+    }
+}
+
+/// Identity bytes in and encoded bytes out of one algorithm's compressors.
+#[derive(Clone, Debug)]
+pub struct CompressBytes {
+    pub(super) bytes_in: Counter,
+    pub(super) bytes_out: Counter,
+}
+
+impl CompressBytes {
+    /// One response body is done (finished or dropped): add what it compressed.
+    pub fn add(&self, bytes_in: u64, bytes_out: u64) {
         if bytes_in > 0 {
             self.bytes_in.inc_by(bytes_in);
         }

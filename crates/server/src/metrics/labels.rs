@@ -41,3 +41,14 @@ pub(super) struct ListenerLabels {
 pub(super) struct BuildLabels {
     pub(super) version: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RouteDecisionLabels {
+    pub(super) route: String,
+    pub(super) decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct AlgorithmLabels {
+    pub(super) algorithm: &'static str,
+}

@@ -29,13 +29,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 pub use handles::{
-    InFlightGuard, ListenerMetrics, OpenConnection, RouteMetrics, UpstreamMetrics, UpstreamOutcome,
-    UpstreamServerMetrics,
+    CompressBytes, CompressMetrics, InFlightGuard, ListenerMetrics, OpenConnection, RouteMetrics,
+    UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics,
 };
 pub use histogram::{DurationHistogram, bucket_bounds_seconds};
 use labels::{
-    BuildLabels, ListenerLabels, RouteCodeLabels, RouteLabels, ServerLabels, ServerOutcomeLabels,
-    UpstreamLabels,
+    AlgorithmLabels, BuildLabels, ListenerLabels, RouteCodeLabels, RouteDecisionLabels,
+    RouteLabels, ServerLabels, ServerOutcomeLabels, UpstreamLabels,
 };
 pub use watch::ServerState;
 use watch::Watches;
@@ -59,9 +59,12 @@ pub const CONNECTIONS_OPEN: &str = "sluice_connections_open";
 pub const CONNECTIONS_TOTAL: &str = "sluice_connections_total";
 pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "sluice_tls_handshake_failures_total";
 pub const BUILD_INFO: &str = "sluice_build_info";
+pub const COMPRESS_RESPONSES_TOTAL: &str = "sluice_compress_responses_total";
+pub const COMPRESS_BYTES_IN_TOTAL: &str = "sluice_compress_bytes_in_total";
+pub const COMPRESS_BYTES_OUT_TOTAL: &str = "sluice_compress_bytes_out_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 16] = [
+pub const ALL_NAMES: [&str; 19] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -78,6 +81,9 @@ pub const ALL_NAMES: [&str; 16] = [
     CONNECTIONS_TOTAL,
     TLS_HANDSHAKE_FAILURES_TOTAL,
     BUILD_INFO,
+    COMPRESS_RESPONSES_TOTAL,
+    COMPRESS_BYTES_IN_TOTAL,
+    COMPRESS_BYTES_OUT_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -107,6 +113,9 @@ pub struct Metrics {
     connections_open: Family<ListenerLabels, Gauge>,
     connections: Family<ListenerLabels, Counter>,
     tls_failures: Family<ListenerLabels, Counter>,
+    compress_responses: Family<RouteDecisionLabels, Counter>,
+    compress_bytes_in: Family<AlgorithmLabels, Counter>,
+    compress_bytes_out: Family<AlgorithmLabels, Counter>,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Length of the last rendering, so the next one allocates its buffer once.
@@ -176,6 +185,21 @@ impl Metrics {
             TLS_HANDSHAKE_FAILURES_TOTAL,
             "TLS handshakes that failed or timed out",
         );
+        let compress_responses = register(
+            r,
+            COMPRESS_RESPONSES_TOTAL,
+            "Responses of routes with compression on, by decision (compressed or why not)",
+        );
+        let compress_bytes_in = register(
+            r,
+            COMPRESS_BYTES_IN_TOTAL,
+            "Identity bytes fed to response compressors, by algorithm",
+        );
+        let compress_bytes_out = register(
+            r,
+            COMPRESS_BYTES_OUT_TOTAL,
+            "Compressed bytes produced by response compressors, by algorithm",
+        );
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -203,6 +227,9 @@ impl Metrics {
             connections_open,
             connections,
             tls_failures,
+            compress_responses,
+            compress_bytes_in,
+            compress_bytes_out,
             watches: Watches::default(),
             last_render_len: AtomicUsize::new(4096),
         })
@@ -228,6 +255,28 @@ impl Metrics {
             bytes_in: self.request_bytes.get_or_create_owned(&labels),
             bytes_out: self.response_bytes.get_or_create_owned(&labels),
         }
+    }
+
+    /// Handles for a route with compression on. Every decision and algorithm exists from the
+    /// start, so dashboards see zeros rather than missing series.
+    pub fn compress(&self, route: &str) -> CompressMetrics {
+        let decisions = CompressMetrics::DECISIONS.map(|decision| {
+            self.compress_responses
+                .get_or_create_owned(&RouteDecisionLabels {
+                    route: route.to_owned(),
+                    decision,
+                })
+        });
+        let bytes = CompressMetrics::ALGORITHMS.map(|algorithm| {
+            let labels = AlgorithmLabels {
+                algorithm: algorithm.token(),
+            };
+            CompressBytes {
+                bytes_in: self.compress_bytes_in.get_or_create_owned(&labels),
+                bytes_out: self.compress_bytes_out.get_or_create_owned(&labels),
+            }
+        });
+        CompressMetrics { decisions, bytes }
     }
 
     /// Handles for one server of an upstream group; `server` as written in the config

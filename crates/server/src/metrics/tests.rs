@@ -49,6 +49,16 @@ fn exercised() -> Arc<Metrics> {
     let upstream = m.upstream("app");
     upstream.retry();
     upstream.no_peer_available();
+    let compress = m.compress("api");
+    compress.decided(sluice_http::compress_policy::Decision::Compress(
+        sluice_http::encoding::Encoding::Br,
+    ));
+    compress.decided(sluice_http::compress_policy::Decision::Skip(
+        sluice_http::compress_policy::SkipReason::TooSmall,
+    ));
+    compress
+        .bytes(sluice_http::compress::Algorithm::Br)
+        .add(1000, 100);
     let listener = m.listener("main");
     listener.connection_opened();
     listener.tls_handshake_failed();
@@ -255,4 +265,24 @@ fn watched_servers_are_read_at_scrape_time() {
     let text = m.render();
     assert_eq!(sample(&text, UPSTREAM_SERVER_HEALTHY, &s1), Some(1.0));
     assert_eq!(sample(&text, UPSTREAM_IN_FLIGHT, &s1), Some(7.0));
+}
+
+#[test]
+fn compression_is_counted_by_decision_and_algorithm() {
+    let text = exercised().render();
+    let decision = |d| {
+        sample(
+            &text,
+            COMPRESS_RESPONSES_TOTAL,
+            &[("route", "api"), ("decision", d)],
+        )
+    };
+    assert_eq!(decision("compressed"), Some(1.0));
+    assert_eq!(decision("too_small"), Some(1.0));
+    assert_eq!(decision("not_accepted"), Some(0.0), "every decision exists");
+    let br = [("algorithm", "br")];
+    assert_eq!(sample(&text, COMPRESS_BYTES_IN_TOTAL, &br), Some(1000.0));
+    assert_eq!(sample(&text, COMPRESS_BYTES_OUT_TOTAL, &br), Some(100.0));
+    let gzip = [("algorithm", "gzip")];
+    assert_eq!(sample(&text, COMPRESS_BYTES_OUT_TOTAL, &gzip), Some(0.0));
 }

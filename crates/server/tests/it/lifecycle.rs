@@ -106,7 +106,7 @@ fn check_combined(lines: &str) {
 }
 
 /// Poll the log file until it has `n` lines (the writer thread flushes asynchronously).
-async fn wait_for_lines(path: &std::path::Path, n: usize) -> String {
+pub(crate) async fn wait_for_lines(path: &std::path::Path, n: usize) -> String {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();

@@ -7,11 +7,14 @@
     clippy::indexing_slicing
 )]
 
+mod bench;
 mod cli;
+mod compress;
 mod decompress;
 mod lifecycle;
 mod listeners;
 mod metrics;
+mod precompress;
 mod proxy;
 mod proxy_protocol;
 mod robustness;

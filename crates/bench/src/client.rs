@@ -1,0 +1,257 @@
+//! HTTP client connections for the built-in driver and the checks: HTTP/1.1 or HTTP/2 (prior
+//! knowledge on cleartext, ALPN with TLS) over TCP, on hyper's low-level connection API so the
+//! driver controls exactly how many connections and streams are open.
+//!
+//! Certificates are not verified: every target serves a self-signed development certificate,
+//! and what is measured is the server's work, not the trust chain.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, Uri};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls_pki_types::ServerName;
+use tokio::net::TcpStream;
+
+use crate::scenario::{LoadSpec, Protocol};
+
+/// Where a target listens.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+impl Endpoint {
+    /// `http(s)://ADDR`.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+}
+
+/// An open connection, ready to send requests on.
+pub enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> hyper::Result<Response<Incoming>> {
+        match self {
+            Sender::H1(s) => {
+                s.ready().await?;
+                s.send_request(req).await
+            }
+            Sender::H2(s) => {
+                s.ready().await?;
+                s.send_request(req).await
+            }
+        }
+    }
+
+    /// Another handle on the same connection (HTTP/2 streams); `None` for HTTP/1.1.
+    pub fn another_stream(&self) -> Option<Sender> {
+        match self {
+            Sender::H1(_) => None,
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+        }
+    }
+}
+
+/// A connection and the ALPN protocol the server chose (`None` without TLS).
+pub struct Connected {
+    pub sender: Sender,
+    pub alpn: Option<String>,
+}
+
+/// Connect, do the TLS handshake if needed, and start the HTTP connection on the current
+/// runtime.
+pub async fn connect(
+    endpoint: &Endpoint,
+    protocol: Protocol,
+    tls: &TlsConnector,
+) -> Result<Connected, String> {
+    let tcp = TcpStream::connect(endpoint.addr)
+        .await
+        .map_err(|e| format!("connecting to {}: {e}", endpoint.addr))?;
+    let _ = tcp.set_nodelay(true);
+    if !endpoint.tls {
+        let sender = handshake(TokioIo::new(tcp), protocol).await?;
+        return Ok(Connected { sender, alpn: None });
+    }
+    let connector = match protocol {
+        Protocol::H1 => &tls.h1,
+        Protocol::H2 => &tls.h2,
+    };
+    let stream = connector
+        .connect(ServerName::from(endpoint.addr.ip()), tcp)
+        .await
+        .map_err(|e| format!("TLS handshake with {}: {e}", endpoint.addr))?;
+    let alpn = stream
+        .get_ref()
+        .1
+        .alpn_protocol()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    let sender = handshake(TokioIo::new(stream), protocol).await?;
+    Ok(Connected { sender, alpn })
+}
+
+async fn handshake<IO>(io: TokioIo<IO>, protocol: Protocol) -> Result<Sender, String>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    match protocol {
+        Protocol::H1 => {
+            let (sender, conn) = http1::handshake(io)
+                .await
+                .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+            tokio::spawn(conn);
+            Ok(Sender::H1(sender))
+        }
+        Protocol::H2 => {
+            let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+                // Big windows like h2load's defaults, so flow control is not what is measured.
+                .initial_stream_window_size(1 << 24)
+                .initial_connection_window_size(1 << 30)
+                .handshake(io)
+                .await
+                .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+            tokio::spawn(conn);
+            Ok(Sender::H2(sender))
+        }
+    }
+}
+
+/// The request every load iteration sends, built once: each send clones it (cheap: `Bytes` and
+/// `Uri` are reference counted; the header map is small).
+#[derive(Clone)]
+pub struct RequestTemplate {
+    method: http::Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl RequestTemplate {
+    pub fn new(spec: &LoadSpec, endpoint: &Endpoint) -> Result<Self, String> {
+        // HTTP/1.1 sends origin-form plus Host; HTTP/2 needs the scheme and authority.
+        let uri: Uri = match spec.protocol {
+            Protocol::H1 => spec.path.parse(),
+            Protocol::H2 => format!("{}{}", endpoint.base_url(), spec.path).parse(),
+        }
+        .map_err(|e| format!("request path {:?}: {e}", spec.path))?;
+        let mut headers = HeaderMap::new();
+        if spec.protocol == Protocol::H1 {
+            let host = http::HeaderValue::from_str(&endpoint.addr.to_string())
+                .map_err(|e| format!("host header: {e}"))?;
+            headers.insert(http::header::HOST, host);
+        }
+        for (name, value) in &spec.headers {
+            let name = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| format!("header {name:?}: {e}"))?;
+            let value = http::HeaderValue::from_str(value)
+                .map_err(|e| format!("header value {value:?}: {e}"))?;
+            headers.append(name, value);
+        }
+        Ok(Self {
+            method: spec.method.clone(),
+            uri,
+            headers,
+            body: spec.body.clone().unwrap_or_default(),
+        })
+    }
+
+    pub fn build(&self) -> Request<Full<Bytes>> {
+        let mut req = Request::new(Full::new(self.body.clone()));
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
+
+/// Bytes of a response head as HTTP/1.1 would carry it: status line, `name: value\r\n` per
+/// field, the blank line. For HTTP/2 the same figure stands for the decoded header size (HPACK
+/// makes the wire smaller; h2load reports that separately).
+pub fn header_bytes(resp: &Response<Incoming>) -> u64 {
+    let status_line = 9 + 3 + 1 + resp.status().canonical_reason().map_or(0, str::len) + 2;
+    let fields: usize = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    (status_line + fields + 2) as u64
+}
+
+/// TLS client configurations offering exactly one ALPN protocol each.
+#[derive(Clone)]
+pub struct TlsConnector {
+    h1: tokio_rustls::TlsConnector,
+    h2: tokio_rustls::TlsConnector,
+}
+
+impl TlsConnector {
+    pub fn new() -> Result<Self, String> {
+        let make = |alpn: &str| -> Result<tokio_rustls::TlsConnector, String> {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("TLS client config: {e}"))?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAnyCert))
+                .with_no_client_auth();
+            config.alpn_protocols = vec![alpn.as_bytes().to_vec()];
+            Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+        };
+        Ok(Self {
+            h1: make(Protocol::H1.alpn())?,
+            h2: make(Protocol::H2.alpn())?,
+        })
+    }
+}
+
+/// Accepts every server certificate: the targets are local, with self-signed certificates.
+#[derive(Debug)]
+struct AcceptAnyCert;
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls_pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &rustls_pki_types::CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &rustls_pki_types::CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

@@ -1,0 +1,372 @@
+//! The run: prepare the fixtures once, then for each scenario start its origins, and for each
+//! target start it, check it, load it N times with the sampler around each run, and stop it.
+//! A failure in one scenario is recorded as its outcome and never stops the suite.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::check::{self, Expect};
+use crate::client::Endpoint;
+use crate::driver;
+use crate::model::{Measurement, Outcome, Report, RunSettings, ScenarioResult};
+use crate::scenario::{self, Scenario, Setup};
+use crate::stubs::{machine, report, sampler};
+use crate::target::{self, Context, Origins, StartError, TargetKind};
+use crate::{RunArgs, fixtures};
+
+/// Run the selected scenarios and write the report into `args.out`; returns the report.
+pub fn run(args: &RunArgs) -> Result<Report, String> {
+    let scenarios = select(&args.selectors, args.quick)?;
+    let out = args.out.clone().unwrap_or_else(default_out);
+    let work_dir = out.join("work");
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| format!("creating {}: {e}", work_dir.display()))?;
+    let ctx = prepare(&work_dir, args)?;
+    let runs = if args.quick { 1 } else { args.runs.max(1) };
+    let mut report = Report {
+        machine: machine::Machine::detect(),
+        commit: commit(),
+        tools: tools(),
+        started_at: now_rfc3339(),
+        settings: RunSettings {
+            quick: args.quick,
+            runs,
+            server_cpus: args.server_cpus.clone(),
+            load_cpus: args.load_cpus.clone(),
+            server_workers: args.workers,
+        },
+        results: Vec::new(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the check runtime: {e}"))?;
+    let page = fixtures::page();
+    let total = scenarios.len();
+    for (i, scenario) in scenarios.iter().enumerate() {
+        let started = Instant::now();
+        eprintln!("[{}/{total}] {} ({})", i + 1, scenario.name, scenario.group);
+        let results = run_scenario(scenario, args, &ctx, runs, &rt, &page);
+        for r in &results {
+            eprintln!("    {}", summary_line(r));
+        }
+        eprintln!("    ({:.1} s)", started.elapsed().as_secs_f64());
+        report.results.extend(results);
+    }
+    report::write(&out, &report).map_err(|e| format!("writing the report: {e}"))?;
+    eprintln!("report: {}", out.display());
+    Ok(report)
+}
+
+/// The scenarios picked by names or groups (all when none), in table order.
+pub fn select(selectors: &[String], quick: bool) -> Result<Vec<Scenario>, String> {
+    let all = scenario::all(quick);
+    for sel in selectors {
+        if !all.iter().any(|s| s.matches(sel)) {
+            return Err(format!(
+                "no scenario or group named {sel:?} (see `sluice bench list`)"
+            ));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|s| selectors.is_empty() || selectors.iter().any(|sel| s.matches(sel)))
+        .collect())
+}
+
+fn run_scenario(
+    scenario: &Scenario,
+    args: &RunArgs,
+    ctx: &Context,
+    runs: usize,
+    rt: &tokio::runtime::Runtime,
+    page: &Bytes,
+) -> Vec<ScenarioResult> {
+    // A direct scenario measures the origin alone: one row, whatever the targets.
+    let targets: Vec<Option<TargetKind>> = if scenario.setup == Setup::Direct {
+        vec![None]
+    } else {
+        args.targets.iter().copied().map(Some).collect()
+    };
+    let result =
+        |target: Option<TargetKind>, outcome: Outcome, runs: Vec<Measurement>| ScenarioResult {
+            scenario: scenario.name.clone(),
+            group: scenario.group.into(),
+            labels: scenario.labels.clone(),
+            target: target.map_or("origin", TargetKind::name).into(),
+            driver: args.driver.name().into(),
+            outcome,
+            runs,
+        };
+    let identity = match rt.block_on(crate::expected::identity_body(scenario, page)) {
+        Ok(body) => body,
+        Err(e) => {
+            return targets
+                .into_iter()
+                .map(|t| result(t, Outcome::Error(e.clone()), Vec::new()))
+                .collect();
+        }
+    };
+    let origins = match Origins::start(scenario, ctx) {
+        Ok(o) => o,
+        Err(e) => {
+            let e = format!("starting the origins: {e}");
+            return targets
+                .into_iter()
+                .map(|t| result(t, Outcome::Error(e.clone()), Vec::new()))
+                .collect();
+        }
+    };
+    let mut results = Vec::new();
+    for target in targets {
+        let (outcome, measured) = match target {
+            Some(kind) => on_target(kind, scenario, args, ctx, &origins, runs, rt, &identity),
+            None => on_origin(scenario, args, ctx, &origins, runs, rt, &identity),
+        };
+        results.push(result(target, outcome, measured));
+    }
+    origins.stop();
+    results
+}
+
+#[allow(clippy::too_many_arguments)]
+fn on_target(
+    kind: TargetKind,
+    scenario: &Scenario,
+    args: &RunArgs,
+    ctx: &Context,
+    origins: &Origins,
+    runs: usize,
+    rt: &tokio::runtime::Runtime,
+    identity: &Bytes,
+) -> (Outcome, Vec<Measurement>) {
+    let running = match target::start(kind, scenario, ctx, origins) {
+        Ok(r) => r,
+        Err(StartError::NotSupported(why)) => return (Outcome::NotSupported(why), Vec::new()),
+        Err(StartError::Failed(why)) => return (Outcome::Error(why), Vec::new()),
+    };
+    let expect = Expect {
+        balancing: kind != TargetKind::Baseline,
+        caching: kind != TargetKind::Baseline,
+    };
+    let pid = running.pid();
+    let result = measure(
+        scenario,
+        args,
+        ctx,
+        &running.endpoint,
+        pid,
+        expect,
+        runs,
+        rt,
+        identity,
+    );
+    running.process.stop();
+    result
+}
+
+fn on_origin(
+    scenario: &Scenario,
+    args: &RunArgs,
+    ctx: &Context,
+    origins: &Origins,
+    runs: usize,
+    rt: &tokio::runtime::Runtime,
+    identity: &Bytes,
+) -> (Outcome, Vec<Measurement>) {
+    let (Some(pid), Some(target::process::Address::Tcp(addr))) =
+        (origins.first_pid(), origins.addresses.first())
+    else {
+        return (
+            Outcome::Error("the scenario has no TCP origin".into()),
+            Vec::new(),
+        );
+    };
+    let endpoint = Endpoint {
+        addr: *addr,
+        tls: false,
+    };
+    let expect = Expect {
+        balancing: false,
+        caching: false,
+    };
+    measure(
+        scenario, args, ctx, &endpoint, pid, expect, runs, rt, identity,
+    )
+}
+
+/// Check, then `runs` load runs with the sampler around each.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    scenario: &Scenario,
+    args: &RunArgs,
+    ctx: &Context,
+    endpoint: &Endpoint,
+    pid: u32,
+    expect: Expect,
+    runs: usize,
+    rt: &tokio::runtime::Runtime,
+    identity: &Bytes,
+) -> (Outcome, Vec<Measurement>) {
+    if let Err(why) = rt.block_on(check::run(scenario, endpoint, identity, expect)) {
+        return (Outcome::CheckFailed(why), Vec::new());
+    }
+    let mut measured = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let sampler = sampler::Sampler::start(pid);
+        let run = driver::run(
+            args.driver,
+            &scenario.load,
+            endpoint,
+            &ctx.load_cpus,
+            &ctx.work_dir,
+        );
+        let usage = sampler.stop();
+        let mut m = match run {
+            Ok(m) => m,
+            Err(e) => return (Outcome::Error(e), measured),
+        };
+        m.server_cpu_percent = usage.cpu_secs / usage.wall_secs.max(1e-9) * 100.0;
+        m.server_cpu_us_per_request = usage.cpu_secs * 1e6 / (m.requests.max(1) as f64);
+        m.server_peak_rss_bytes = usage.peak_rss_bytes;
+        if scenario.throughput {
+            // Seed 004's MB/s is of the data delivered (decoded), so a compressing server is
+            // not credited for sending fewer bytes.
+            m.body_mb_per_sec =
+                identity.len() as f64 * m.requests as f64 / 1e6 / m.elapsed_secs.max(1e-9);
+        }
+        if scenario.check.encoding.is_some() && m.body_bytes > 0 {
+            m.compression_ratio =
+                Some(identity.len() as f64 * m.requests as f64 / m.body_bytes as f64);
+        }
+        let failed = driver::builtin::describe_failures(&m);
+        measured.push(m);
+        if let Some(why) = failed {
+            return (Outcome::Error(why), measured);
+        }
+    }
+    (Outcome::Ok, measured)
+}
+
+/// Fixtures and the certificate, written once per run.
+fn prepare(work_dir: &Path, args: &RunArgs) -> Result<Context, String> {
+    let write = |path: &Path, bytes: &[u8]| {
+        std::fs::write(path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
+    };
+    let mkdir = |path: &Path| {
+        std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", path.display()))
+    };
+    let page = fixtures::page();
+    let page_dir = work_dir.join("site");
+    let precompressed_dir = work_dir.join("site-precompressed");
+    mkdir(&page_dir)?;
+    mkdir(&precompressed_dir)?;
+    write(&page_dir.join(fixtures::PAGE_NAME), &page)?;
+    let original = precompressed_dir.join(fixtures::PAGE_NAME);
+    write(&original, &page)?;
+    // Sidecars at the maximum levels, as `sluice precompress` and the seed's `gzip -9` write.
+    for (algorithm, level, ext) in [
+        (scenario::Algorithm::Gzip, 9, "gz"),
+        (scenario::Algorithm::Br, 11, "br"),
+        (scenario::Algorithm::Zstd, 19, "zst"),
+    ] {
+        let encoded = fixtures::compress(&page, scenario::Compression { algorithm, level });
+        write(
+            &precompressed_dir.join(format!("{}.{ext}", fixtures::PAGE_NAME)),
+            &encoded,
+        )?;
+    }
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+        .map_err(|e| format!("making the certificate: {e}"))?;
+    let cert_path = work_dir.join("cert.pem");
+    let key_path = work_dir.join("key.pem");
+    write(&cert_path, cert.cert.pem().as_bytes())?;
+    write(&key_path, cert.signing_key.serialize_pem().as_bytes())?;
+    let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    Ok(Context {
+        work_dir: work_dir.to_path_buf(),
+        exe,
+        server_cpus: args.server_cpus.clone(),
+        load_cpus: args.load_cpus.clone(),
+        workers: args.workers.max(1),
+        page_dir: absolute(&page_dir),
+        precompressed_dir: absolute(&precompressed_dir),
+        cert: absolute(&cert_path),
+        key: absolute(&key_path),
+    })
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// `target/bench/<UTC timestamp>`.
+fn default_out() -> PathBuf {
+    let stamp: String = now_rfc3339()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == 'T')
+        .collect();
+    PathBuf::from("target").join("bench").join(stamp)
+}
+
+fn now_rfc3339() -> String {
+    let t = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+fn commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+fn tools() -> BTreeMap<String, String> {
+    let mut tools = BTreeMap::new();
+    tools.insert("sluice".into(), env!("CARGO_PKG_VERSION").into());
+    if let Some(v) = target::nginx::version() {
+        tools.insert("nginx".into(), v);
+    }
+    tools
+}
+
+/// One line per result for the progress output.
+pub fn summary_line(r: &ScenarioResult) -> String {
+    let head = format!("{:<9}", r.target);
+    match (&r.outcome, r.median()) {
+        (Outcome::Ok, Some(m)) => {
+            let rate = if m.body_mb_per_sec > 0.0 && r.group == "seed-004" {
+                format!("{:>9.1} MB/s", m.body_mb_per_sec)
+            } else {
+                format!("{:>9.0} req/s", m.requests_per_sec)
+            };
+            format!(
+                "{head} {rate}  p50 {:>7.0} µs  p99 {:>7.0} µs  cpu {:>5.0}%  {:>6.1} µs/req  {:>7.0} B/resp{}",
+                m.latency_p50_us,
+                m.latency_p99_us,
+                m.server_cpu_percent,
+                m.server_cpu_us_per_request,
+                m.body_bytes as f64 / m.requests.max(1) as f64,
+                m.compression_ratio
+                    .map_or(String::new(), |c| format!("  ratio {c:.2}"))
+            )
+        }
+        (Outcome::Ok, None) => format!("{head} ok (no runs)"),
+        (Outcome::NotSupported(why), _) => format!("{head} not supported: {why}"),
+        (Outcome::CheckFailed(why), _) => format!("{head} CHECK FAILED: {why}"),
+        (Outcome::Error(why), _) => format!("{head} ERROR: {why}"),
+    }
+}

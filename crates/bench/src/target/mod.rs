@@ -1,0 +1,165 @@
+//! The servers under test. Each target turns a scenario into its own configuration, starts
+//! pinned to the server CPUs, and is stopped after the scenario:
+//! - [`sluice`]: the same binary with `serve --config` on a generated TOML file;
+//! - [`nginx`]: the `nginx` on PATH with a generated nginx.conf;
+//! - [`baseline`]: a bare hyper server answering the same bytes from memory, the upper bound.
+//!
+//! The demo origins are started here too ([`Origins`]), pinned to the load CPUs like the seeds'
+//! backends that shared the core with the load generator.
+
+pub mod baseline;
+pub mod nginx;
+pub mod process;
+pub mod sluice;
+
+use std::path::PathBuf;
+
+use crate::check;
+use crate::client::Endpoint;
+use crate::scenario::Scenario;
+use process::{Address, Process, free_port};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TargetKind {
+    Sluice,
+    Nginx,
+    Baseline,
+}
+
+impl TargetKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetKind::Sluice => "sluice",
+            TargetKind::Nginx => "nginx",
+            TargetKind::Baseline => "baseline",
+        }
+    }
+}
+
+/// What every target needs to start: where to write, which binary, which CPUs, and the
+/// fixtures prepared once per run.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Scratch directory for configs, logs, sockets.
+    pub work_dir: PathBuf,
+    /// The `sluice` binary (this one).
+    pub exe: PathBuf,
+    pub server_cpus: String,
+    pub load_cpus: String,
+    pub workers: usize,
+    /// Static root with the page only.
+    pub page_dir: PathBuf,
+    /// Static root with the page and its `.gz` / `.br` / `.zst` sidecars.
+    pub precompressed_dir: PathBuf,
+    /// Development certificate (PEM) for the TLS scenarios.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Why a target is not running.
+#[derive(Debug)]
+pub enum StartError {
+    /// The target cannot do what the scenario needs.
+    NotSupported(String),
+    Failed(String),
+}
+
+/// A started target.
+pub struct Running {
+    pub endpoint: Endpoint,
+    pub process: Process,
+}
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+}
+
+/// Start `kind` for `scenario` in front of `origins`.
+pub fn start(
+    kind: TargetKind,
+    scenario: &Scenario,
+    ctx: &Context,
+    origins: &Origins,
+) -> Result<Running, StartError> {
+    let addr = free_port().map_err(StartError::Failed)?;
+    let dir = ctx
+        .work_dir
+        .join(format!("{}-{}", scenario.name, kind.name()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| StartError::Failed(format!("creating {}: {e}", dir.display())))?;
+    let mut process = match kind {
+        TargetKind::Sluice => sluice::start(scenario, ctx, origins, addr, &dir)?,
+        TargetKind::Nginx => nginx::start(scenario, ctx, origins, addr, &dir)?,
+        TargetKind::Baseline => baseline::start(scenario, ctx, addr, &dir)?,
+    };
+    process
+        .wait_ready(&Address::Tcp(addr))
+        .map_err(StartError::Failed)?;
+    Ok(Running {
+        endpoint: Endpoint {
+            addr,
+            tls: scenario.load.tls,
+        },
+        process,
+    })
+}
+
+/// The demo origins of one scenario, named `origin-0`, `origin-1`, ... (`X-Origin`).
+pub struct Origins {
+    pub addresses: Vec<Address>,
+    processes: Vec<Process>,
+}
+
+impl Origins {
+    pub fn none() -> Self {
+        Self {
+            addresses: Vec::new(),
+            processes: Vec::new(),
+        }
+    }
+
+    /// Start the origins `scenario` needs, pinned to the load CPUs.
+    pub fn start(scenario: &Scenario, ctx: &Context) -> Result<Self, String> {
+        let mut origins = Self::none();
+        for i in 0..scenario.origins() {
+            let name = check::origin_name(i);
+            let address = if scenario.unix_origins() {
+                let path = ctx.work_dir.join(format!("{}-{name}.sock", scenario.name));
+                let _ = std::fs::remove_file(&path);
+                Address::Unix(path)
+            } else {
+                Address::Tcp(free_port()?)
+            };
+            let mut args = vec!["origin".to_string(), "--name".into(), name.clone()];
+            match &address {
+                Address::Tcp(addr) => args.extend(["--listen".into(), addr.to_string()]),
+                Address::Unix(path) => args.extend(["--unix".into(), path.display().to_string()]),
+            }
+            args.extend([
+                "--workers".into(),
+                "1".into(),
+                "--log-level".into(),
+                "warn".into(),
+            ]);
+            let log = ctx.work_dir.join(format!("{}-{name}.log", scenario.name));
+            let mut process = Process::spawn_pinned(&name, &ctx.load_cpus, &ctx.exe, &args, &log)?;
+            process.wait_ready(&address)?;
+            origins.addresses.push(address);
+            origins.processes.push(process);
+        }
+        Ok(origins)
+    }
+
+    /// The first origin's PID (the measured server of a direct scenario).
+    pub fn first_pid(&self) -> Option<u32> {
+        self.processes.first().map(Process::pid)
+    }
+
+    pub fn stop(self) {
+        for p in self.processes {
+            p.stop();
+        }
+    }
+}

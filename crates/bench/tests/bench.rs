@@ -1,0 +1,202 @@
+//! The lab's own tests: the checks catch a misbehaving server, and the built-in driver counts
+//! requests, statuses and bytes exactly, against real servers on loopback.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use sluice_bench::check::{self, Expect};
+use sluice_bench::client::Endpoint;
+use sluice_bench::driver::builtin;
+use sluice_bench::fixtures;
+use sluice_bench::scenario::{self, Protocol, Scenario};
+use tokio::net::TcpListener;
+
+fn scenario(name: &str) -> Scenario {
+    scenario::all(true)
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap()
+}
+
+/// A hand-rolled server answering every request with `answer(request headers)`.
+async fn serve_fn<F>(answer: F) -> SocketAddr
+where
+    F: Fn(&http::HeaderMap) -> Response<Full<Bytes>> + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req: Request<Incoming>| {
+                    let resp = answer(req.headers());
+                    async move { Ok::<_, Infallible>(resp) }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+fn endpoint(addr: SocketAddr) -> Endpoint {
+    Endpoint { addr, tls: false }
+}
+
+const EXPECT_ALL: Expect = Expect {
+    balancing: true,
+    caching: true,
+};
+
+#[tokio::test]
+async fn the_compression_check_catches_a_server_that_ignores_accept_encoding() {
+    let page = fixtures::page();
+    let s = scenario("static-gzip-6");
+    let body = page.clone();
+    let ignores = serve_fn(move |_| Response::new(Full::new(body.clone()))).await;
+    let err = check::run(&s, &endpoint(ignores), &page, EXPECT_ALL)
+        .await
+        .unwrap_err();
+    assert!(err.contains("did not compress"), "{err}");
+
+    // The same server, compressing when asked, passes.
+    let body = fixtures::gzip(&page, 6);
+    let honest = serve_fn(move |headers| {
+        assert_eq!(headers["accept-encoding"], "gzip");
+        Response::builder()
+            .header("content-encoding", "gzip")
+            .body(Full::new(body.clone()))
+            .unwrap()
+    })
+    .await;
+    check::run(&s, &endpoint(honest), &page, EXPECT_ALL)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_body_check_catches_a_wrong_body_and_a_corrupt_encoding() {
+    let page = fixtures::page();
+    let s = scenario("static-gzip-1");
+    let mut wrong = page.to_vec();
+    wrong[1000] ^= 1;
+    let wrong = fixtures::gzip(&wrong, 1);
+    let server = serve_fn(move |_| {
+        Response::builder()
+            .header("content-encoding", "gzip")
+            .body(Full::new(wrong.clone()))
+            .unwrap()
+    })
+    .await;
+    let err = check::run(&s, &endpoint(server), &page, EXPECT_ALL)
+        .await
+        .unwrap_err();
+    assert!(err.contains("first difference at byte 1000"), "{err}");
+
+    let truncated = fixtures::gzip(&page, 1).slice(..1000);
+    let server = serve_fn(move |_| {
+        Response::builder()
+            .header("content-encoding", "gzip")
+            .body(Full::new(truncated.clone()))
+            .unwrap()
+    })
+    .await;
+    let err = check::run(&s, &endpoint(server), &page, EXPECT_ALL)
+        .await
+        .unwrap_err();
+    assert!(err.contains("does not decode"), "{err}");
+}
+
+#[tokio::test]
+async fn the_balance_check_catches_a_split_that_ignores_weights() {
+    let s = scenario("date-uneven");
+    let identity = sluice_bench::expected::identity_body(&s, &fixtures::page())
+        .await
+        .unwrap();
+    // Strict alternation: 50/50 where 3:1 was configured.
+    let turn = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let body = identity.clone();
+    let server = serve_fn(move |_| {
+        let i = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2;
+        Response::builder()
+            .header("x-origin", check::origin_name(i))
+            .body(Full::new(body.clone()))
+            .unwrap()
+    })
+    .await;
+    let err = check::run(&s, &endpoint(server), &identity, EXPECT_ALL)
+        .await
+        .unwrap_err();
+    assert!(err.contains("does not follow the weights"), "{err}");
+}
+
+/// A demo origin in-process on 127.0.0.1 port 0.
+async fn origin() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions::default());
+    tokio::spawn(origin.serve_tcp(listener, std::future::pending::<()>()));
+    addr
+}
+
+#[tokio::test]
+async fn the_driver_counts_requests_statuses_and_bytes_over_http1() {
+    let addr = origin().await;
+    let mut load = scenario("post-get").load;
+    load.clients = 3;
+    load.requests = 50;
+    let m = builtin::load(&load, &endpoint(addr)).await.unwrap();
+    assert_eq!(m.requests, 50);
+    assert_eq!(m.failures, 0);
+    assert_eq!(m.statuses.get(&200), Some(&50));
+    assert_eq!(m.body_bytes, 50 * 120, "/hello is 120 bytes");
+    assert!(m.header_bytes > 50 * 40, "{}", m.header_bytes);
+    assert!(m.latency_p50_us > 0.0 && m.latency_p99_us >= m.latency_p50_us);
+    assert!(m.requests_per_sec > 0.0);
+}
+
+#[tokio::test]
+async fn the_driver_opens_streams_over_http2_and_counts_post_bodies_and_failures() {
+    let addr = origin().await;
+    let mut load = scenario("post-raw").load;
+    load.protocol = Protocol::H2;
+    load.clients = 2;
+    load.streams = 4;
+    load.requests = 40;
+    let m = builtin::load(&load, &endpoint(addr)).await.unwrap();
+    assert_eq!((m.requests, m.failures), (40, 0));
+    assert_eq!(m.statuses.get(&200), Some(&40));
+
+    // An unknown path: every answer is a 404, counted as a failure with its status.
+    load.path = "/no-such-path".into();
+    load.requests = 10;
+    let m = builtin::load(&load, &endpoint(addr)).await.unwrap();
+    assert_eq!(m.requests, 10);
+    assert_eq!(m.failures, 10);
+    assert_eq!(m.statuses.get(&404), Some(&10));
+    let why = builtin::describe_failures(&m).unwrap();
+    assert!(why.contains("10x 404"), "{why}");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_an_error_not_a_hang() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let load = scenario("post-get").load;
+    let err = builtin::load(&load, &endpoint(addr)).await.err().unwrap();
+    assert!(err.contains("connecting"), "{err}");
+}

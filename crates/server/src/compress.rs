@@ -1,0 +1,413 @@
+//! Response compression as a pipeline phase: a route's `compress` option, compiled once at
+//! start-up into a [`RouteCompression`], applied to whatever response the route's action
+//! produced (static file, fixed response, proxied response).
+//!
+//! The decision and the header edits are `sluice_http::compress_policy`'s, the streaming encoder
+//! is `sluice_http::compress`'s; this module joins them to the server: it keeps the request's
+//! `Accept-Encoding` past the action (a proxy consumes the request), wraps the body, counts
+//! decisions and bytes, and says what to log. `docs/compression.md` describes the behaviour.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Response, StatusCode};
+use http_body::{Body as _, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use sluice_config::{Compress, CompressAlgorithm};
+use sluice_core::{Body, BoxError};
+use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
+use sluice_http::compress_policy::{
+    self, CompressPolicy, Decision, Precompressed, SkipReason, add_vary, apply_headers,
+};
+use sluice_http::encoding::Encoding;
+
+use crate::metrics::{CompressBytes, CompressMetrics};
+
+/// A route's compression settings, ready for requests: nothing here is built per request.
+pub struct RouteCompression {
+    policy: CompressPolicy,
+    /// Level per coding, indexed by [`Encoding::index`]; `None` is the algorithm's default.
+    levels: [Option<i32>; Encoding::ALL.len()],
+    flush_delay: Duration,
+    metrics: CompressMetrics,
+}
+
+/// What the access log says about compression for one response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// `compressed` or a [`SkipReason`] string.
+    pub decision: &'static str,
+    /// The response's content coding as sent, when it has one sluice knows.
+    pub encoding: Option<&'static str>,
+}
+
+impl RouteCompression {
+    pub fn new(config: &Compress, metrics: CompressMetrics) -> Self {
+        let mut policy = CompressPolicy {
+            offered: config.algorithms.iter().map(|&a| encoding_of(a)).collect(),
+            min_length: config.min_length,
+            ..CompressPolicy::default()
+        };
+        if let Some(types) = &config.types {
+            policy.mime_types.clone_from(types);
+        }
+        let mut levels = [None; Encoding::ALL.len()];
+        for algorithm in CompressAlgorithm::ALL {
+            levels[encoding_of(algorithm).index()] = config
+                .levels
+                .get(algorithm)
+                .and_then(|l| i32::try_from(l).ok());
+        }
+        Self {
+            policy,
+            levels,
+            flush_delay: config.flush_delay,
+            metrics,
+        }
+    }
+
+    /// Decide for `response`, edit its headers and wrap its body accordingly; count and return
+    /// the outcome. `method` and `accept` are the request's.
+    pub fn apply(
+        &self,
+        method: &Method,
+        accept: &AcceptEncoding,
+        response: &mut Response<Body>,
+    ) -> Outcome {
+        let decision = self.decide(method, accept, response);
+        let decision = match decision {
+            Decision::Compress(encoding) => self.compress(method, encoding, response),
+            Decision::Skip(_) => {
+                // A 304 repeats the Vary its 200 had (RFC 9110 §15.4.5); it has no type to
+                // decide from, and on a compress route the 200 may well have been compressed.
+                if decision.wants_vary()
+                    || decision == Decision::Skip(SkipReason::Precompressed)
+                    || response.status() == StatusCode::NOT_MODIFIED
+                {
+                    add_vary(response.headers_mut());
+                }
+                decision
+            }
+        };
+        self.metrics.decided(decision);
+        Outcome {
+            decision: decision_str(decision),
+            encoding: sent_encoding(response.headers()),
+        }
+    }
+
+    fn decide(
+        &self,
+        method: &Method,
+        accept: &AcceptEncoding,
+        response: &Response<Body>,
+    ) -> Decision {
+        if response.extensions().get::<Precompressed>().is_some() {
+            return Decision::Skip(SkipReason::Precompressed);
+        }
+        // A body held in memory has a length even without `Content-Length`; a HEAD response's
+        // empty body says nothing about the GET's.
+        let body_len = match response.body() {
+            Body::Empty | Body::Full(_) if method != Method::HEAD => {
+                response.body().size_hint().exact()
+            }
+            _ => None,
+        };
+        compress_policy::decide_with(
+            &self.policy,
+            method,
+            accept.lines(),
+            response.status(),
+            response.headers(),
+            body_len,
+        )
+    }
+
+    /// Compress the response's body with `encoding`; HEAD gets the headers only (RFC 9110
+    /// §9.3.2). Returns the decision as carried out.
+    fn compress(
+        &self,
+        method: &Method,
+        encoding: Encoding,
+        response: &mut Response<Body>,
+    ) -> Decision {
+        let Some(algorithm) = algorithm_of(encoding) else {
+            // Negotiation never picks identity for `Compress`; stay correct if it ever did.
+            add_vary(response.headers_mut());
+            return Decision::Skip(SkipReason::NotAccepted);
+        };
+        if method == Method::HEAD {
+            apply_headers(response.headers_mut(), encoding);
+            return Decision::Compress(encoding);
+        }
+        let encoder = match Encoder::new(algorithm, self.levels[encoding.index()]) {
+            Ok(encoder) => encoder,
+            Err(err) => {
+                // Only a zstd context that cannot be allocated gets here; identity is always
+                // acceptable, so the client still gets its response.
+                tracing::warn!("creating a {} encoder failed: {err}", encoding.as_str());
+                add_vary(response.headers_mut());
+                return Decision::Skip(SkipReason::NotAccepted);
+            }
+        };
+        apply_headers(response.headers_mut(), encoding);
+        let options = CompressOptions {
+            flush_delay: self.flush_delay,
+            event_stream: is_event_stream(response.headers()),
+        };
+        let inner = std::mem::take(response.body_mut());
+        let metered = Metered {
+            body: CompressBody::new(inner, encoder, options),
+            sent: 0,
+            bytes: Some(self.metrics.bytes(algorithm)),
+        };
+        // `Body::Stream` directly: `Body::stream` would add an error-mapping layer for nothing.
+        *response.body_mut() = Body::Stream(UnsyncBoxBody::new(metered));
+        Decision::Compress(encoding)
+    }
+}
+
+/// The request's `Accept-Encoding` lines, kept for the response phase. Cloning a `HeaderValue`
+/// shares its bytes, so the usual single line costs no allocation.
+#[derive(Debug, Default)]
+pub enum AcceptEncoding {
+    #[default]
+    Absent,
+    One(HeaderValue),
+    /// Several lines form one list (RFC 9110 §5.3); rare.
+    Many(Vec<HeaderValue>),
+}
+
+impl AcceptEncoding {
+    pub fn of(headers: &HeaderMap) -> Self {
+        let mut lines = headers.get_all(header::ACCEPT_ENCODING).iter();
+        match (lines.next(), lines.next()) {
+            (None, _) => AcceptEncoding::Absent,
+            (Some(one), None) => AcceptEncoding::One(one.clone()),
+            _ => AcceptEncoding::Many(
+                headers
+                    .get_all(header::ACCEPT_ENCODING)
+                    .iter()
+                    .cloned()
+                    .collect(),
+            ),
+        }
+    }
+
+    fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        let lines: &[HeaderValue] = match self {
+            AcceptEncoding::Absent => &[],
+            AcceptEncoding::One(one) => std::slice::from_ref(one),
+            AcceptEncoding::Many(many) => many,
+        };
+        lines.iter().map(HeaderValue::as_bytes)
+    }
+}
+
+fn encoding_of(algorithm: CompressAlgorithm) -> Encoding {
+    match algorithm {
+        CompressAlgorithm::Gzip => Encoding::Gzip,
+        CompressAlgorithm::Deflate => Encoding::Deflate,
+        CompressAlgorithm::Br => Encoding::Br,
+        CompressAlgorithm::Zstd => Encoding::Zstd,
+    }
+}
+
+fn algorithm_of(encoding: Encoding) -> Option<Algorithm> {
+    match encoding {
+        Encoding::Gzip => Some(Algorithm::Gzip),
+        Encoding::Deflate => Some(Algorithm::Deflate),
+        Encoding::Br => Some(Algorithm::Br),
+        Encoding::Zstd => Some(Algorithm::Zstd),
+        Encoding::Identity => None,
+    }
+}
+
+fn decision_str(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Compress(_) => "compressed",
+        Decision::Skip(reason) => reason.as_str(),
+    }
+}
+
+/// The single content coding of the response as sent, if sluice knows its token.
+fn sent_encoding(headers: &HeaderMap) -> Option<&'static str> {
+    let value = headers.get(header::CONTENT_ENCODING)?;
+    Encoding::from_token_bytes(value.as_bytes().trim_ascii()).map(Encoding::as_str)
+}
+
+/// Server-sent events are flushed per event, whatever the flush delay.
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).is_some_and(|value| {
+        let essence = value
+            .as_bytes()
+            .split(|&b| b == b';')
+            .next()
+            .unwrap_or_default();
+        essence
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"text/event-stream")
+    })
+}
+
+/// A compressed body that adds its bytes in and out to the algorithm's counters once, when it
+/// ends or is dropped (the client went away): two atomic adds per response, none per frame.
+struct Metered {
+    body: CompressBody<Body>,
+    sent: u64,
+    bytes: Option<CompressBytes>,
+}
+
+impl Metered {
+    fn finish(&mut self) {
+        if let Some(bytes) = self.bytes.take() {
+            bytes.add(self.body.bytes_in(), self.sent);
+        }
+    }
+}
+
+impl http_body::Body for Metered {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.sent += data.len() as u64;
+                }
+            }
+            Poll::Ready(None | Some(Err(_))) => this.finish(),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn route() -> RouteCompression {
+        RouteCompression::new(
+            &Compress::default(),
+            crate::metrics::Metrics::new().compress("r"),
+        )
+    }
+
+    fn text_response(body: impl Into<Body>) -> Response<Body> {
+        let mut response = Response::new(body.into());
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        response
+    }
+
+    fn accept(value: &'static str) -> AcceptEncoding {
+        let mut headers = HeaderMap::new();
+        headers.append(header::ACCEPT_ENCODING, HeaderValue::from_static(value));
+        AcceptEncoding::of(&headers)
+    }
+
+    #[tokio::test]
+    async fn a_large_body_is_compressed_and_decodes() {
+        let text = "hello compression ".repeat(100);
+        let mut response = text_response(text.clone());
+        let outcome = route().apply(&Method::GET, &accept("gzip"), &mut response);
+        assert_eq!(
+            outcome,
+            Outcome {
+                decision: "compressed",
+                encoding: Some("gzip")
+            }
+        );
+        assert_eq!(response.headers()[header::VARY], "Accept-Encoding");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let mut decoded = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut decoded)
+            .unwrap();
+        assert_eq!(decoded, text);
+    }
+
+    #[test]
+    fn a_tiny_body_in_memory_is_too_small_even_without_content_length() {
+        let mut response = text_response("tiny");
+        let outcome = route().apply(&Method::GET, &accept("gzip"), &mut response);
+        assert_eq!(outcome.decision, "too_small");
+        assert_eq!(outcome.encoding, None);
+        assert_eq!(response.headers()[header::VARY], "Accept-Encoding");
+    }
+
+    #[test]
+    fn head_gets_the_headers_of_get_without_an_encoder() {
+        let mut response = Response::new(Body::Empty);
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5000"));
+        let outcome = route().apply(&Method::HEAD, &accept("br"), &mut response);
+        assert_eq!(outcome.decision, "compressed");
+        assert_eq!(response.headers()[header::CONTENT_ENCODING], "br");
+        assert!(!response.headers().contains_key(header::CONTENT_LENGTH));
+        assert!(matches!(response.body(), Body::Empty));
+    }
+
+    #[test]
+    fn a_304_gets_vary_and_several_accept_encoding_lines_count() {
+        let mut response = Response::new(Body::Empty);
+        *response.status_mut() = StatusCode::NOT_MODIFIED;
+        let outcome = route().apply(&Method::GET, &AcceptEncoding::Absent, &mut response);
+        assert_eq!(outcome.decision, "status");
+        assert_eq!(response.headers()[header::VARY], "Accept-Encoding");
+
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("gzip;q=0.1"),
+        );
+        headers.append(header::ACCEPT_ENCODING, HeaderValue::from_static("zstd"));
+        let accept = AcceptEncoding::of(&headers);
+        assert!(matches!(accept, AcceptEncoding::Many(_)));
+        let mut response = text_response("x");
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from_static("5000"));
+        let outcome = route().apply(&Method::GET, &accept, &mut response);
+        assert_eq!(outcome.encoding, Some("zstd"));
+    }
+
+    #[test]
+    fn event_streams_are_recognised_with_parameters_and_case() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("Text/Event-Stream; charset=utf-8"),
+        );
+        assert!(is_event_stream(&headers));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(!is_event_stream(&headers));
+    }
+}
