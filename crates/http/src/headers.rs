@@ -1,9 +1,11 @@
 //! Header rules for proxying (RFC 9110 §7.6): hop-by-hop fields are removed in both directions,
 //! including every field named in `Connection`; `X-Forwarded-For`, `-Proto`, `-Host` and `Via`
-//! are appended so the upstream sees the whole chain; route edits (remove, then set) come last.
+//! are appended so the upstream sees the whole chain (a field on several lines is one list);
+//! `TE: trailers` alone survives as a hop-by-hop field; route edits (remove, then set) come last.
 
 use std::net::IpAddr;
 
+use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use sluice_config::HeaderEdits;
 
@@ -39,34 +41,45 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Append `value` to a comma-separated field, or set it when absent.
-pub fn append_list(headers: &mut HeaderMap, name: HeaderName, value: &str) {
-    let joined = match headers.get(&name).and_then(|v| v.to_str().ok()) {
-        Some(existing) if !existing.is_empty() => format!("{existing}, {value}"),
-        _ => value.to_string(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&joined) {
+/// Append `value` to a comma-separated list field. A field sent on several lines is one list
+/// (RFC 9110 §5.3): every line is kept, in order, and the result is one line. Without an
+/// existing value, `value` is inserted as is (no copy).
+pub fn append_list(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
+    let existing = headers.get_all(&name);
+    let mut lines = existing.iter().filter(|v| !v.is_empty()).peekable();
+    if lines.peek().is_none() {
+        headers.insert(name, value);
+        return;
+    }
+    let mut joined = BytesMut::new();
+    for line in lines {
+        joined.extend_from_slice(line.as_bytes());
+        joined.extend_from_slice(b", ");
+    }
+    joined.extend_from_slice(value.as_bytes());
+    // Valid lines joined by ", " are a valid value; the check cannot fail but costs little.
+    if let Ok(v) = HeaderValue::from_maybe_shared(joined.freeze()) {
         headers.insert(name, v);
     }
 }
 
 /// What the forwarding headers say about this hop.
-pub struct Hop<'a> {
+pub struct Hop {
     pub client_ip: IpAddr,
     pub tls: bool,
     /// The host the client asked for (`Host` or `:authority`).
-    pub host: Option<&'a str>,
-    /// The protocol version received, as `Via` writes it (`1.1`, `2`).
-    pub version: &'static str,
+    pub host: Option<HeaderValue>,
+    /// The protocol version received, for `Via`.
+    pub version: http::Version,
 }
 
 /// Append `X-Forwarded-For`, `-Proto`, `-Host` and `Via` to a request going upstream.
-pub fn add_forwarded(headers: &mut HeaderMap, hop: &Hop<'_>) {
-    append_list(headers, X_FORWARDED_FOR, &hop.client_ip.to_string());
+pub fn add_forwarded(headers: &mut HeaderMap, hop: Hop) {
+    append_list(headers, X_FORWARDED_FOR, ip_value(hop.client_ip));
     append_list(
         headers,
         X_FORWARDED_PROTO,
-        if hop.tls { "https" } else { "http" },
+        HeaderValue::from_static(if hop.tls { "https" } else { "http" }),
     );
     if let Some(host) = hop.host {
         append_list(headers, X_FORWARDED_HOST, host);
@@ -74,9 +87,54 @@ pub fn add_forwarded(headers: &mut HeaderMap, hop: &Hop<'_>) {
     add_via(headers, hop.version);
 }
 
-/// Append this proxy to `Via` (RFC 9110 §7.6.3).
-pub fn add_via(headers: &mut HeaderMap, version: &'static str) {
-    append_list(headers, header::VIA, &format!("{version} sluice"));
+/// An IP address as a header value, written straight into its buffer (no `String` on the way).
+fn ip_value(ip: IpAddr) -> HeaderValue {
+    use std::fmt::Write as _;
+    // The longest IPv6 text form is 45 bytes.
+    let mut buf = BytesMut::with_capacity(48);
+    let _ = write!(buf, "{ip}");
+    HeaderValue::from_maybe_shared(buf.freeze())
+        .unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// Append this proxy to `Via` (RFC 9110 §7.6.3), for a message received with `version`.
+pub fn add_via(headers: &mut HeaderMap, version: http::Version) {
+    append_list(headers, header::VIA, via_value(version));
+}
+
+/// `Via`'s entry for this proxy, by the protocol version received (a static value, no
+/// allocation).
+fn via_value(version: http::Version) -> HeaderValue {
+    HeaderValue::from_static(match version {
+        http::Version::HTTP_10 => "1.0 sluice",
+        http::Version::HTTP_2 => "2 sluice",
+        http::Version::HTTP_3 => "3 sluice",
+        _ => "1.1 sluice",
+    })
+}
+
+/// Whether the client's `TE` says it accepts trailers (RFC 9110 §10.1.4); read before the
+/// hop-by-hop fields go.
+pub fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .any(|member| {
+            let coding = member.split(|&b| b == b';').next().unwrap_or_default();
+            coding.trim_ascii().eq_ignore_ascii_case(b"trailers")
+        })
+}
+
+/// Send `TE: trailers` upstream, the one `TE` value worth forwarding: trailers pass through
+/// sluice's bodies, so a client that accepts them can get the upstream's (gRPC's status lives
+/// there). HTTP/2 allows no other value (RFC 9113 §8.2.2); on HTTP/1.1 `TE` is hop-by-hop and
+/// its sender names it in `Connection` (RFC 9110 §10.1.4).
+pub fn forward_te_trailers(headers: &mut HeaderMap, http1_upstream: bool) {
+    headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    if http1_upstream {
+        headers.append(header::CONNECTION, HeaderValue::from_static("te"));
+    }
 }
 
 /// Apply a route's edits: removals first, then sets (replacing existing values).
@@ -103,16 +161,6 @@ pub fn merge_cookies(headers: &mut HeaderMap) {
     }
     if let Ok(value) = HeaderValue::from_bytes(&joined) {
         headers.insert(header::COOKIE, value);
-    }
-}
-
-/// `Via`'s protocol version for an HTTP version.
-pub fn via_version(version: http::Version) -> &'static str {
-    match version {
-        http::Version::HTTP_10 => "1.0",
-        http::Version::HTTP_2 => "2",
-        http::Version::HTTP_3 => "3",
-        _ => "1.1",
     }
 }
 
@@ -143,14 +191,56 @@ mod tests {
         let hop = Hop {
             client_ip: "192.0.2.7".parse().unwrap(),
             tls: true,
-            host: Some("a.test"),
-            version: "2",
+            host: Some(HeaderValue::from_static("a.test")),
+            version: http::Version::HTTP_2,
         };
-        add_forwarded(&mut h, &hop);
+        add_forwarded(&mut h, hop);
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.0.2.7");
         assert_eq!(h["x-forwarded-proto"], "https");
         assert_eq!(h["x-forwarded-host"], "a.test");
         assert_eq!(h["via"], "1.1 edge, 2 sluice");
+    }
+
+    #[test]
+    fn list_fields_on_several_lines_are_joined_in_order() {
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", "10.0.0.1".parse().unwrap());
+        h.append("x-forwarded-for", "".parse().unwrap());
+        h.append("x-forwarded-for", "10.0.0.2, 10.0.0.3".parse().unwrap());
+        h.append("via", "1.1 edge".parse().unwrap());
+        h.append("via", "1.0 old".parse().unwrap());
+        let hop = Hop {
+            client_ip: "2001:db8::7".parse().unwrap(),
+            tls: false,
+            host: None,
+            version: http::Version::HTTP_11,
+        };
+        add_forwarded(&mut h, hop);
+        let lines = |name: &str| h.get_all(name).iter().count();
+        assert_eq!(lines("x-forwarded-for"), 1);
+        assert_eq!(
+            h["x-forwarded-for"],
+            "10.0.0.1, 10.0.0.2, 10.0.0.3, 2001:db8::7"
+        );
+        assert_eq!(lines("via"), 1);
+        assert_eq!(h["via"], "1.1 edge, 1.0 old, 1.1 sluice");
+        assert_eq!(h["x-forwarded-proto"], "http");
+    }
+
+    #[test]
+    fn only_the_trailers_member_of_te_counts() {
+        let te = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append("te", v.parse().unwrap());
+            }
+            accepts_trailers(&h)
+        };
+        assert!(te(&["trailers"]));
+        assert!(te(&["gzip;q=0.5", " Trailers ;q=1"]));
+        assert!(!te(&["gzip, deflate"]));
+        assert!(!te(&["trailersx"]));
+        assert!(!te(&[]));
     }
 
     #[test]

@@ -96,7 +96,12 @@ impl Router {
     /// The route for a request, if any.
     pub fn route<B>(&self, req: &Request<B>) -> Option<&Arc<CompiledRoute>> {
         let host = request_host(req);
-        let path = req.uri().path();
+        // `OPTIONS *` (asterisk-form, RFC 9112 §3.2.4) asks about the server as a whole: it
+        // goes where the root would.
+        let path = match req.uri().path() {
+            "*" => "/",
+            path => path,
+        };
         self.routes.iter().find(|r| {
             r.config.path.matches(path)
                 && (r.config.hosts.is_empty()

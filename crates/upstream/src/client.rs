@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use http::uri::{self, Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use std::future::Future;
@@ -32,8 +33,8 @@ pub struct UpstreamClient {
     connector: Connector,
     /// Retire a connection after this many requests (0 = never).
     max_requests: u32,
-    /// `http://pN` per peer, built once.
-    bases: Vec<String>,
+    /// `pN` per peer (the pool key), built once.
+    authorities: Vec<Authority>,
 }
 
 impl UpstreamClient {
@@ -52,8 +53,8 @@ impl UpstreamClient {
         if config.http2 {
             builder.http2_keep_alive_interval(Some(Duration::from_secs(30)));
         }
-        let bases = (0..config.servers.len())
-            .map(|i| format!("http://{}", peer_authority(i)))
+        let authorities = (0..config.servers.len())
+            .filter_map(|i| Authority::try_from(peer_authority(i).as_str()).ok())
             .collect();
         let clients = if config.http2 {
             (0..config.servers.len())
@@ -67,7 +68,7 @@ impl UpstreamClient {
             http2: config.http2,
             connector,
             max_requests: config.keepalive.max_requests,
-            bases,
+            authorities,
         }
     }
 
@@ -85,22 +86,31 @@ impl UpstreamClient {
         impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
         BoxError,
     > {
-        let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-        let (client, uri) = if self.http2 {
+        // The URI is rebuilt from parts, reusing the target's path (and `*` of `OPTIONS *`,
+        // which hyper-util sends as is to HTTP/1.1 and as `:path *` to HTTP/2): no formatting
+        // and re-parsing per request.
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let (client, authority) = if self.http2 {
             let host = req
                 .headers()
                 .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .filter(|h| h.parse::<http::uri::Authority>().is_ok())
-                .unwrap_or("localhost");
-            (self.clients.get(index), format!("http://{host}{path}"))
+                .and_then(|h| Authority::try_from(h.as_bytes()).ok())
+                .unwrap_or_else(|| Authority::from_static("localhost"));
+            (self.clients.get(index), Some(host))
         } else {
-            let base = self.bases.get(index).map_or("http://p0", String::as_str);
-            (self.clients.first(), format!("{base}{path}"))
+            (self.clients.first(), self.authorities.get(index).cloned())
         };
         let client =
             client.ok_or_else(|| BoxError::from(format!("no upstream peer number {index}")))?;
-        *req.uri_mut() = uri.parse::<Uri>()?;
+        let mut uri = uri::Parts::default();
+        uri.scheme = Some(Scheme::HTTP);
+        uri.authority = authority;
+        uri.path_and_query = Some(path);
+        *req.uri_mut() = Uri::from_parts(uri)?;
         let max = self.max_requests;
         // The capture is what lets us tell hyper's pool not to reuse a connection.
         let capture = (max > 0).then(|| capture_connection(&mut req));

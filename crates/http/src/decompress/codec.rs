@@ -8,9 +8,14 @@
 //!   ([RFC 1950](https://www.rfc-editor.org/rfc/rfc1950)); raw deflate
 //!   ([RFC 1951](https://www.rfc-editor.org/rfc/rfc1951)) is tolerated because old clients sent
 //!   it, detected from the first two bytes as browsers do.
-//! - br: [RFC 7932](https://www.rfc-editor.org/rfc/rfc7932).
+//! - br: [RFC 7932](https://www.rfc-editor.org/rfc/rfc7932), window capped at 8 MiB like zstd's
+//!   (see [`BROTLI_WINDOW_BITS_MAX`]); the large-window extension is not accepted.
 //! - zstd: [RFC 8878](https://www.rfc-editor.org/rfc/rfc8878), window capped at 8 MiB as
 //!   [RFC 9659 §3](https://www.rfc-editor.org/rfc/rfc9659#section-3) asks of HTTP decoders.
+//!
+//! Memory per decoder is therefore at most: gzip/deflate 32 KiB, br and zstd 8 MiB of window
+//! (allocated by the codec, touched only as far as output has been written into it, so a body
+//! refused at `max_size` touches at most `max_size` of it).
 
 use brotli::{BrotliDecompressStream, BrotliResult, BrotliState, HeapAlloc, HuffmanCode};
 use flate2::{Decompress, FlushDecompress, Status};
@@ -34,6 +39,29 @@ type Brotli = BrotliState<HeapAlloc<u8>, HeapAlloc<u32>, HeapAlloc<HuffmanCode>>
 /// RFC 9659 §3: HTTP zstd decoders need not accept windows above 8 MiB; refusing them keeps a
 /// hostile frame header from making us allocate up to the library default of 128 MiB.
 const ZSTD_WINDOW_LOG_MAX: u32 = 23;
+
+/// Brotli's window is declared in the stream's first byte (WBITS, RFC 7932 §9.1) and may be up
+/// to 16 MiB; the decoder allocates it whole. Capped at 2^23 - 16 bytes, the same 8 MiB as zstd
+/// (RFC 9659), so every coding is bounded alike. Encoders pick at most 22 by default (the
+/// `brotli` tool picks the smallest window that holds the input, 24 only past 8 MiB): refused
+/// streams are rare and get 400, as an over-sized zstd window does.
+const BROTLI_WINDOW_BITS_MAX: u32 = 23;
+
+/// The window size in bits declared by a brotli stream's first byte (RFC 7932 §9.1); `None` for
+/// the large-window extension's marker, which the standard format does not allow.
+fn brotli_window_bits(first: u8) -> Option<u32> {
+    if first & 1 == 0 {
+        return Some(16);
+    }
+    match (first >> 1) & 0b111 {
+        0 => match (first >> 4) & 0b111 {
+            0 => Some(17),
+            1 => None,
+            m => Some(8 + u32::from(m)),
+        },
+        n => Some(17 + u32::from(n)),
+    }
+}
 
 /// The deflate flavour, unknown until two bytes have arrived.
 enum Flavor {
@@ -105,6 +133,7 @@ impl Decoder {
     /// Decode some of `input` into `output`. Called again with the rest of the input until it
     /// makes no progress; an empty `input` still drains output the codec holds back.
     pub(super) fn step(&mut self, input: &[u8], output: &mut [u8]) -> Result<Step, Corrupt> {
+        let first_input = !self.seen;
         self.seen |= !input.is_empty();
         if self.done && !input.is_empty() {
             match &mut self.kind {
@@ -132,6 +161,9 @@ impl Decoder {
                 Ok(step)
             }
             Kind::Brotli(state) => {
+                if first_input && let Some(&first) = input.first() {
+                    check_brotli_window(first)?;
+                }
                 let (mut avail_in, mut in_off) = (input.len(), 0);
                 let (mut avail_out, mut out_off, mut total) = (output.len(), 0, 0);
                 let result = BrotliDecompressStream(
@@ -177,6 +209,20 @@ impl Decoder {
                 Ok(step)
             }
         }
+    }
+}
+
+fn check_brotli_window(first: u8) -> Result<(), Corrupt> {
+    match brotli_window_bits(first) {
+        Some(bits) if bits <= BROTLI_WINDOW_BITS_MAX => Ok(()),
+        Some(bits) => Err(corrupt(
+            "br",
+            format_args!(
+                "a window of {} MiB is over the 8 MiB limit (encode with --lgwin 23 or less)",
+                (1u32 << bits) >> 20
+            ),
+        )),
+        None => Err(corrupt("br", "large-window brotli is not accepted")),
     }
 }
 
@@ -326,6 +372,51 @@ mod tests {
     fn empty_input_counts_as_complete_but_a_partial_header_does_not() -> Result<(), Corrupt> {
         assert!(decode_all(Coding::Gzip, b"", 1)?.1);
         assert!(!decode_all(Coding::Deflate, &[0x78], 1)?.1);
+        Ok(())
+    }
+
+    fn brotli(data: &[u8], lgwin: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        let params = brotli::enc::BrotliEncoderParams {
+            quality: 5,
+            lgwin: lgwin as i32,
+            ..Default::default()
+        };
+        let _ = brotli::BrotliCompress(&mut &data[..], &mut out, &params);
+        out
+    }
+
+    #[test]
+    fn brotli_window_bits_are_read_from_the_first_byte() {
+        let data = b"window bits ".repeat(1000);
+        for lgwin in 10..=24 {
+            let encoded = brotli(&data, lgwin);
+            // The encoder may shrink the window for a small input, never grow it.
+            let bits = brotli_window_bits(encoded[0]);
+            assert!(
+                bits.is_some_and(|b| b <= lgwin.max(16)),
+                "lgwin {lgwin}: {bits:?}"
+            );
+        }
+        assert_eq!(brotli_window_bits(0b0000_1111), Some(24));
+        assert_eq!(brotli_window_bits(0b0000_1101), Some(23));
+        assert_eq!(brotli_window_bits(0b0000_0000), Some(16));
+        assert_eq!(brotli_window_bits(0b0000_0001), Some(17));
+        assert_eq!(brotli_window_bits(0b0010_0001), Some(10));
+        assert_eq!(brotli_window_bits(0b0001_0001), None);
+    }
+
+    #[test]
+    fn brotli_windows_over_8_mib_are_refused_and_smaller_ones_decode() -> Result<(), Corrupt> {
+        // Over 8 MiB of input: the encoder keeps the window it is given.
+        let data: Vec<u8> = (0..9u32 << 20).map(|i| (i % 251) as u8).collect();
+        let (out, complete) = decode_all(Coding::Brotli, &brotli(&data[..1 << 16], 23), 4096)?;
+        assert!(complete);
+        assert_eq!(out, &data[..1 << 16]);
+        let big = brotli(&data, 24);
+        assert_eq!(brotli_window_bits(big[0]), Some(24));
+        let err = decode_all(Coding::Brotli, &big, 4096).err();
+        assert!(err.is_some_and(|e| e.0.contains("8 MiB")));
         Ok(())
     }
 

@@ -16,6 +16,7 @@ mod listeners;
 mod metrics;
 mod precompress;
 mod proxy;
+mod proxy_protocol;
 mod robustness;
 mod routes;
 mod static_files;

@@ -26,7 +26,7 @@ fn proxy_toml(upstream: &str, route_extra: &str) -> String {
 
 /// A proxy whose only route forwards everything to the group `[upstreams.backend]` described by
 /// `upstream` (its body).
-async fn proxy_in_front(upstream: &str) -> sluice_testkit::TestServer {
+pub(crate) async fn proxy_in_front(upstream: &str) -> sluice_testkit::TestServer {
     start_toml(&proxy_toml(upstream, r#"proxy = { upstream = "backend" }"#)).await
 }
 

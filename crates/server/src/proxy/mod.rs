@@ -4,25 +4,32 @@
 //! Retry rules: a request is tried on another peer when the connection failed, or the peer reset
 //! it before any response, and nothing of it can have been acted on: either no byte of its body
 //! was sent yet (the body waits in a slot that the first attempt to read it empties), or it has
-//! no body and the connection never opened or the method is idempotent. Attempts are bounded by `retry.tries` and `retry.budget`;
-//! a timeout is not retried (504), and nothing is retried once a response has started.
+//! no body and the connection never opened or the method is idempotent. Attempts are bounded by
+//! `retry.tries` and `retry.budget`; a timeout is not retried (504), and nothing is retried once a
+//! response has started.
+//!
+//! Timeouts: `response_header` runs from the end of the request body to the response head, so a
+//! slow upload is not mistaken for a silent upstream; while the body is on its way, `idle`
+//! bounds every pause: the client's (408) and the upstream's, when it stops reading (504).
 
-use std::pin::Pin;
+mod body;
+
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bytes::Bytes;
 use http::{HeaderValue, Request, Response, header};
-use http_body::{Frame, SizeHint};
+use http_body::Body as _;
 use hyper::body::Incoming;
 use sluice_config::{HostHeader, Proxy, Upstream, UpstreamAddress};
-use sluice_core::{Body, BoxError, Error, ErrorKind, Side};
+use sluice_core::{Body, Error, ErrorKind, Side};
 use sluice_http::decompress;
 use sluice_http::headers::{self, Hop};
 use sluice_upstream::client::UpstreamClient;
 use sluice_upstream::health::active::address_label;
 use sluice_upstream::{Group, InFlight, PickContext};
+
+use body::{IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
 
 use crate::metrics::{UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics};
 use crate::pipeline::Client;
@@ -37,17 +44,29 @@ pub struct ProxyHandler {
     metrics: UpstreamMetrics,
     /// Per peer, in peer order.
     servers: Arc<[UpstreamServerMetrics]>,
+    /// Per peer, its address as a `Host` value (for `host = "upstream"`), built once.
+    peer_hosts: Vec<Option<HeaderValue>>,
 }
 
 impl ProxyHandler {
     pub fn new(route: Proxy, upstream: &RunningUpstream) -> Self {
+        let config = upstream.group.config();
+        let peer_hosts = config
+            .servers
+            .iter()
+            .map(|s| match &s.address {
+                UpstreamAddress::Tcp(a) => HeaderValue::from_str(a).ok(),
+                UpstreamAddress::Unix(_) => Some(HeaderValue::from_static("localhost")),
+            })
+            .collect();
         Self {
             route,
             group: upstream.group.clone(),
             client: upstream.client.clone(),
-            upstream: upstream.group.config().clone(),
+            upstream: config.clone(),
             metrics: upstream.metrics.clone(),
             servers: upstream.server_metrics.clone(),
+            peer_hosts,
         }
     }
 
@@ -59,6 +78,9 @@ impl ProxyHandler {
     ) -> Result<Response<Body>, Error> {
         let started = Instant::now();
         let (mut parts, mut body) = req.into_parts();
+        if matches!(body, Body::Stream(_)) && body.size_hint().exact().is_none() {
+            body = self.settle_empty(&parts.method, body).await?;
+        }
         if let Some(limits) = self.route.decompress_requests
             && !matches!(body, Body::Empty)
         {
@@ -67,32 +89,24 @@ impl ProxyHandler {
                 Err(refusal) => return Ok(*refusal),
             }
         }
-        // The host as the client wrote it, port included: from the target URI when it has an
-        // authority (HTTP/2, absolute-form), which then wins over Host (RFC 9112 §3.2.2).
-        let host = match parts.uri.authority() {
-            Some(a) => Some(
-                a.port()
-                    .map_or_else(|| a.host().to_owned(), |p| format!("{}:{p}", a.host())),
-            ),
-            None => parts
-                .headers
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
-        };
+        let host = client_host(&parts);
         let pick_uri = parts.uri.clone();
 
         if parts.version == http::Version::HTTP_2 {
             headers::merge_cookies(&mut parts.headers);
         }
+        let trailers = headers::accepts_trailers(&parts.headers);
         headers::remove_hop_by_hop(&mut parts.headers);
+        if trailers {
+            headers::forward_te_trailers(&mut parts.headers, !self.upstream.http2);
+        }
         let hop = Hop {
             client_ip: client.remote.ip(),
             tls: client.tls,
-            host: host.as_deref(),
-            version: headers::via_version(parts.version),
+            host: host.clone(),
+            version: parts.version,
         };
-        headers::add_forwarded(&mut parts.headers, &hop);
+        headers::add_forwarded(&mut parts.headers, hop);
         headers::apply_edits(&mut parts.headers, &self.route.request_headers);
         parts.version = http::Version::HTTP_11;
 
@@ -103,6 +117,13 @@ impl ProxyHandler {
             streamed => Some(Arc::new(Mutex::new(Some(streamed)))),
         };
         let idempotent = parts.method.is_idempotent();
+        // Another attempt needs the head again; when none can follow (one try, or one server)
+        // the head is moved into the first attempt instead of cloned.
+        let tries = if self.group.peers().len() > 1 {
+            self.upstream.retry.tries
+        } else {
+            1
+        };
 
         let mut tried: Vec<usize> = Vec::new();
         let mut last_error = None;
@@ -127,30 +148,28 @@ impl ProxyHandler {
             }
             let server_metrics = self.servers.get(peer.index());
             let guard = peer.start();
-            // A retry needs the head again; the last possible attempt can have it moved.
-            let last_try = tried.len() as u32 + 1 >= self.upstream.retry.tries;
+            let last_try = tried.len() as u32 + 1 >= tries;
             let head = if last_try {
                 std::mem::replace(&mut parts, empty_parts())
             } else {
                 parts.clone()
             };
-            let attempt_body = match &body {
-                None => Body::Empty,
+            let (attempt_body, upload) = match &body {
+                None => (Body::Empty, None),
                 Some(slot) => {
-                    let body = SlotBody {
-                        slot: slot.clone(),
-                        taken: None,
-                    };
-                    Body::stream(IdleTimeout::new(
-                        body,
+                    let upload = Arc::new(Upload::default());
+                    let body = IdleTimeout::new(
+                        SlotBody::new(slot.clone()),
                         self.upstream.timeouts.idle,
                         Side::Downstream,
                         None,
-                    ))
+                    );
+                    let body = UploadProgress::new(body, upload.clone());
+                    (Body::stream(body), Some(upload))
                 }
             };
             let mut attempt = Request::from_parts(head, attempt_body);
-            self.set_host(&mut attempt, peer.address(), host.as_deref());
+            self.set_host(&mut attempt, peer.index(), host.as_ref());
 
             let sent_at = Instant::now();
             let sent = self.client.send(peer.index(), attempt).map_err(|e| {
@@ -161,8 +180,7 @@ impl ProxyHandler {
                 )
                 .with_source(e)
             })?;
-            let outcome = tokio::time::timeout(self.upstream.timeouts.response_header, sent).await;
-            match outcome {
+            match self.await_response(sent, upload.as_deref()).await {
                 Ok(Ok(response)) => {
                     peer.report_success();
                     if let Some(m) = server_metrics {
@@ -222,18 +240,28 @@ impl ProxyHandler {
                     .with_source(err);
                     tried.push(peer.index());
                     let within_budget = started.elapsed() < self.upstream.retry.budget;
-                    if !(safe && within_budget && (tried.len() as u32) < self.upstream.retry.tries)
-                    {
+                    if !(safe && within_budget && (tried.len() as u32) < tries) {
                         return Err(error);
                     }
                     last_error = Some(error);
                 }
-                Err(_) => {
+                Err(timeout) => {
                     if let Some(m) = server_metrics {
                         m.request(UpstreamOutcome::Timeout);
                     }
                     peer.report_failure(Instant::now());
-                    tracing::warn!(upstream = self.group.name(), server = %address_label(peer.address()), "no response within {:?}", self.upstream.timeouts.response_header);
+                    let server = address_label(peer.address());
+                    let what = match timeout {
+                        Timeout::Upload => format!(
+                            "stopped reading the request body for {:?}",
+                            self.upstream.timeouts.idle
+                        ),
+                        Timeout::Response => format!(
+                            "no response within {:?} of the request",
+                            self.upstream.timeouts.response_header
+                        ),
+                    };
+                    tracing::warn!(upstream = self.group.name(), %server, "{what}");
                     return Err(Error::new(
                         ErrorKind::GatewayTimeout,
                         Side::Upstream,
@@ -241,6 +269,49 @@ impl ProxyHandler {
                     ));
                 }
             }
+        }
+    }
+
+    /// Wait for the upstream's response. The response timeout starts once the request body
+    /// has been sent: a slow upload is bounded by the idle timeout (per pause, on either side),
+    /// not cut off as if the upstream had not answered.
+    async fn await_response<F, T>(&self, sent: F, upload: Option<&Upload>) -> Result<T, Timeout>
+    where
+        F: Future<Output = T>,
+    {
+        let mut sent = std::pin::pin!(sent);
+        if let Some(upload) = upload {
+            tokio::select! {
+                // An upstream may answer before it has read the whole body (a 413, say).
+                response = &mut sent => return Ok(response),
+                finished = upload.finished(self.upstream.timeouts.idle) => {
+                    if !finished {
+                        return Err(Timeout::Upload);
+                    }
+                }
+            }
+        }
+        tokio::time::timeout(self.upstream.timeouts.response_header, sent)
+            .await
+            .map_err(|_| Timeout::Response)
+    }
+
+    /// A streamed body of unknown length that turns out to be empty goes upstream as no body
+    /// (see [`body::peek`]).
+    async fn settle_empty(&self, method: &http::Method, body: Body) -> Result<Body, Error> {
+        use http::Method;
+        let wait = matches!(
+            *method,
+            Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS | Method::TRACE
+        );
+        match body::peek(body, wait, self.upstream.timeouts.idle).await {
+            Ok(Peeked::Empty) => Ok(Body::Empty),
+            Ok(Peeked::Body(body)) => Ok(body),
+            Err(err) => Err(Error::downstream(
+                ErrorKind::BadRequest,
+                "the request body broke off before its end",
+            )
+            .with_source(err)),
         }
     }
 
@@ -282,16 +353,13 @@ impl ProxyHandler {
         }
     }
 
-    fn set_host(&self, req: &mut Request<Body>, peer: &UpstreamAddress, client_host: Option<&str>) {
+    fn set_host(&self, req: &mut Request<Body>, peer: usize, client_host: Option<&HeaderValue>) {
         let value = match &self.route.host {
             HostHeader::Set(v) => Some(v.clone()),
-            HostHeader::Upstream => match peer {
-                UpstreamAddress::Tcp(a) => HeaderValue::from_str(a).ok(),
-                UpstreamAddress::Unix(_) => Some(HeaderValue::from_static("localhost")),
-            },
+            HostHeader::Upstream => self.peer_hosts.get(peer).cloned().flatten(),
             // HTTP/2 clients send :authority instead of Host, and an absolute-form target's
             // authority replaces Host; HTTP/1.1 upstreams need it as Host.
-            HostHeader::Pass => client_host.and_then(|h| HeaderValue::from_str(h).ok()),
+            HostHeader::Pass => client_host.cloned(),
         };
         if let Some(v) = value {
             req.headers_mut().insert(header::HOST, v);
@@ -301,7 +369,7 @@ impl ProxyHandler {
     fn response(&self, response: Response<Incoming>, guard: InFlight) -> Response<Body> {
         let (mut parts, body) = response.into_parts();
         headers::remove_hop_by_hop(&mut parts.headers);
-        headers::add_via(&mut parts.headers, headers::via_version(parts.version));
+        headers::add_via(&mut parts.headers, parts.version);
         headers::apply_edits(&mut parts.headers, &self.route.response_headers);
         let body = IdleTimeout::new(
             body,
@@ -313,49 +381,29 @@ impl ProxyHandler {
     }
 }
 
-/// The request body as one attempt sees it: taken from the shared slot on first poll, so a
-/// failed attempt that never polled it leaves it for the next one.
-struct SlotBody {
-    slot: Arc<Mutex<Option<Body>>>,
-    taken: Option<Body>,
+/// Which wait for the upstream ran out.
+enum Timeout {
+    /// The upstream stopped taking the request body.
+    Upload,
+    /// No response head within `response_header` of the request being sent.
+    Response,
 }
 
-impl SlotBody {
-    fn body(&mut self) -> Option<&mut Body> {
-        if self.taken.is_none() {
-            self.taken = self.slot.lock().ok().and_then(|mut b| b.take());
+/// The host as the client wrote it, port included: from the target URI when it has an
+/// authority (HTTP/2, absolute-form), which then wins over Host (RFC 9112 §3.2.2). A Host
+/// header is reused as is (no copy).
+fn client_host(parts: &http::request::Parts) -> Option<HeaderValue> {
+    match parts.uri.authority() {
+        // Userinfo (`user@`) is not part of the host.
+        Some(a) if a.as_str().contains('@') => {
+            let host = match a.port() {
+                Some(port) => format!("{}:{port}", a.host()),
+                None => a.host().to_owned(),
+            };
+            HeaderValue::from_str(&host).ok()
         }
-        self.taken.as_mut()
-    }
-}
-
-impl http_body::Body for SlotBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut().body() {
-            Some(body) => Pin::new(body).poll_frame(cx),
-            None => Poll::Ready(Some(Err(
-                "the request body was already sent to another server".into(),
-            ))),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        // hyper reads this before polling, to choose Content-Length or chunked.
-        match &self.taken {
-            Some(body) => body.size_hint(),
-            None => self
-                .slot
-                .lock()
-                .ok()
-                .and_then(|b| b.as_ref().map(|b| b.size_hint()))
-                .unwrap_or_default(),
-        }
+        Some(a) => HeaderValue::from_str(a.as_str()).ok(),
+        None => parts.headers.get(header::HOST).cloned(),
     }
 }
 
@@ -374,26 +422,6 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
-
-/// The error of a body on which nothing arrived for too long.
-#[derive(Debug)]
-struct Stalled {
-    side: Side,
-    idle: Duration,
-}
-
-impl std::fmt::Display for Stalled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let who = if self.side == Side::Downstream {
-            "client request"
-        } else {
-            "upstream response"
-        };
-        write!(f, "{who} body stalled for {:?}", self.idle)
-    }
-}
-
-impl std::error::Error for Stalled {}
 
 /// The status for a request body that failed to decode (413 bomb, 400 corrupt), if that is why
 /// the upstream request failed.
@@ -418,73 +446,3 @@ fn client_fault(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     }
     None
 }
-
-/// A body that fails when no frame arrives for `idle`: the upstream's response (cutting the
-/// downstream response short, never passing it off as complete) and the client's request body
-/// on its way upstream (so a stalled upload cannot pin a pooled connection). Holds the peer's
-/// in-flight count, when given, until the body is done.
-struct IdleTimeout<B> {
-    inner: B,
-    idle: Duration,
-    /// Which side stalled, for the error.
-    side: Side,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    _in_flight: Option<InFlight>,
-}
-
-impl<B> IdleTimeout<B> {
-    fn new(inner: B, idle: Duration, side: Side, in_flight: Option<InFlight>) -> Self {
-        Self {
-            inner,
-            idle,
-            side,
-            timer: None,
-            _in_flight: in_flight,
-        }
-    }
-}
-
-impl<B> http_body::Body for IdleTimeout<B>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(frame) => {
-                this.timer = None;
-                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
-            }
-            Poll::Pending => {
-                let idle = this.idle;
-                let timer = this
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
-                match timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(Stalled {
-                        side: this.side,
-                        idle,
-                    })))),
-                    Poll::Pending => Poll::Pending,
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-use std::future::Future as _;

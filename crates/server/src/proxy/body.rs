@@ -1,0 +1,349 @@
+//! The body wrappers of the proxy: the retry slot, the idle timeout, the upload's progress for
+//! the response timeout, and the peek that finds out whether a request body is really empty.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body as _, Frame, SizeHint};
+use sluice_core::{Body, BoxError, Side};
+use sluice_upstream::InFlight;
+use tokio::sync::Notify;
+
+/// The request body as one attempt sees it: taken from the shared slot on first poll, so a
+/// failed attempt that never polled it leaves it for the next one.
+pub(super) struct SlotBody {
+    slot: Arc<Mutex<Option<Body>>>,
+    taken: Option<Body>,
+}
+
+impl SlotBody {
+    pub(super) fn new(slot: Arc<Mutex<Option<Body>>>) -> Self {
+        Self { slot, taken: None }
+    }
+
+    fn body(&mut self) -> Option<&mut Body> {
+        if self.taken.is_none() {
+            self.taken = self.slot.lock().ok().and_then(|mut b| b.take());
+        }
+        self.taken.as_mut()
+    }
+}
+
+impl http_body::Body for SlotBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut().body() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(Some(Err(
+                "the request body was already sent to another server".into(),
+            ))),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        // hyper reads this before polling, to choose Content-Length or chunked.
+        match &self.taken {
+            Some(body) => body.size_hint(),
+            None => self
+                .slot
+                .lock()
+                .ok()
+                .and_then(|b| b.as_ref().map(|b| b.size_hint()))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The error of a body on which nothing arrived for too long.
+#[derive(Debug)]
+pub(super) struct Stalled {
+    pub(super) side: Side,
+    idle: Duration,
+}
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = if self.side == Side::Downstream {
+            "client request"
+        } else {
+            "upstream response"
+        };
+        write!(f, "{who} body stalled for {:?}", self.idle)
+    }
+}
+
+impl std::error::Error for Stalled {}
+
+/// A body that fails when no frame arrives for `idle`: the upstream's response (cutting the
+/// downstream response short, never passing it off as complete) and the client's request body
+/// on its way upstream (so a stalled upload cannot pin a pooled connection). Holds the peer's
+/// in-flight count, when given, until the body is done.
+///
+/// The timer is allocated the first time the body waits and then reset in place: a body that
+/// streams many frames costs one allocation at most, not one per frame.
+pub(super) struct IdleTimeout<B> {
+    inner: B,
+    idle: Duration,
+    /// Which side stalled, for the error.
+    side: Side,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The timer runs for the current wait (it is reset when a wait starts).
+    armed: bool,
+    _in_flight: Option<InFlight>,
+}
+
+impl<B> IdleTimeout<B> {
+    pub(super) fn new(inner: B, idle: Duration, side: Side, in_flight: Option<InFlight>) -> Self {
+        Self {
+            inner,
+            idle,
+            side,
+            timer: None,
+            armed: false,
+            _in_flight: in_flight,
+        }
+    }
+}
+
+impl<B> http_body::Body for IdleTimeout<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.armed = false;
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let idle = this.idle;
+                let timer = match &mut this.timer {
+                    Some(timer) => {
+                        if !this.armed {
+                            timer.as_mut().reset(tokio::time::Instant::now() + idle);
+                        }
+                        timer
+                    }
+                    None => this.timer.insert(Box::pin(tokio::time::sleep(idle))),
+                };
+                this.armed = true;
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(Stalled {
+                        side: this.side,
+                        idle,
+                    })))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// How far a request body has got on its way upstream, shared between the body (which hyper
+/// polls on the connection's side) and the proxy waiting for the response.
+#[derive(Default)]
+pub(super) struct Upload {
+    /// Frames handed to the upstream connection so far.
+    frames: AtomicU64,
+    /// The body is waiting for the client (a stall there is the idle timeout's to judge).
+    waiting_for_client: AtomicBool,
+    /// The body ended, failed, or was dropped: the response timeout may start.
+    done: AtomicBool,
+    finished: Notify,
+}
+
+impl Upload {
+    /// Wait until the upload is over. Returns `false` if the upstream stopped taking the body:
+    /// no frame moved for `idle` although the client had more to give. Progress is checked
+    /// once per `idle`, so a stall is found between one and two idle periods after it began;
+    /// nothing is done per frame beyond two relaxed atomic stores.
+    pub(super) async fn finished(&self, idle: Duration) -> bool {
+        let mut seen = self.frames.load(Ordering::Relaxed);
+        loop {
+            // Registered before the check, so a finish in between is not missed.
+            let finished = self.finished.notified();
+            if self.done.load(Ordering::Acquire) {
+                return true;
+            }
+            if tokio::time::timeout(idle, finished).await.is_ok() {
+                continue;
+            }
+            let now = self.frames.load(Ordering::Relaxed);
+            if now == seen && !self.waiting_for_client.load(Ordering::Relaxed) {
+                return false;
+            }
+            seen = now;
+        }
+    }
+
+    fn finish(&self) {
+        if !self.done.swap(true, Ordering::AcqRel) {
+            self.finished.notify_waiters();
+        }
+    }
+}
+
+/// A request body that reports its progress into an [`Upload`].
+pub(super) struct UploadProgress<B> {
+    inner: B,
+    upload: Arc<Upload>,
+}
+
+impl<B> UploadProgress<B> {
+    pub(super) fn new(inner: B, upload: Arc<Upload>) -> Self {
+        Self { inner, upload }
+    }
+}
+
+impl<B> http_body::Body for UploadProgress<B>
+where
+    B: http_body::Body<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let upload = &self.upload;
+        match &polled {
+            Poll::Pending => upload.waiting_for_client.store(true, Ordering::Relaxed),
+            Poll::Ready(Some(Ok(_))) => {
+                upload.waiting_for_client.store(false, Ordering::Relaxed);
+                upload.frames.fetch_add(1, Ordering::Relaxed);
+                if self.inner.is_end_stream() {
+                    self.upload.finish();
+                }
+            }
+            Poll::Ready(_) => upload.finish(),
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for UploadProgress<B> {
+    fn drop(&mut self) {
+        self.upload.finish();
+    }
+}
+
+/// What a first look at a request body found.
+pub(super) enum Peeked {
+    /// The body is over: it had no bytes at all.
+    Empty,
+    /// The body goes on (its first frame, if one was read, is put back in front).
+    Body(Body),
+}
+
+/// Look at a streamed request body whose length is unknown, to send a body that turns out to
+/// be empty as no body at all (no `Transfer-Encoding: chunked` with only a last chunk). An
+/// HTTP/2 client may end a request with an empty DATA frame carrying END_STREAM instead of on
+/// its HEADERS, and an HTTP/1.1 client may send a chunked body of only the last chunk.
+///
+/// With `wait`, the first frame is awaited (at most `idle`): for methods whose requests rarely
+/// carry content, where the client has just not sent the END_STREAM yet. Otherwise only what
+/// has already arrived is looked at, so a streaming upload is never held back.
+pub(super) async fn peek(mut body: Body, wait: bool, idle: Duration) -> Result<Peeked, BoxError> {
+    let first = std::future::poll_fn(|cx| {
+        loop {
+            match Pin::new(&mut body).poll_frame(cx) {
+                // An empty DATA frame says nothing; the next one may be the end.
+                Poll::Ready(Some(Ok(f))) if f.data_ref().is_some_and(Bytes::is_empty) => {}
+                Poll::Ready(ready) => return Poll::Ready(Some(ready)),
+                Poll::Pending if wait => return Poll::Pending,
+                Poll::Pending => return Poll::Ready(None),
+            }
+        }
+    });
+    let first = if wait {
+        tokio::time::timeout(idle, first).await.unwrap_or(None)
+    } else {
+        first.await
+    };
+    Ok(match first {
+        Some(None) => Peeked::Empty,
+        Some(Some(Ok(frame))) => Peeked::Body(Body::stream(Prefixed {
+            first: Some(frame),
+            rest: body,
+        })),
+        Some(Some(Err(err))) => return Err(err),
+        None => Peeked::Body(body),
+    })
+}
+
+/// A body with its first frame put back.
+struct Prefixed {
+    first: Option<Frame<Bytes>>,
+    rest: Body,
+}
+
+impl http_body::Body for Prefixed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.first.take() {
+            Some(frame) => Poll::Ready(Some(Ok(frame))),
+            None => Pin::new(&mut self.rest).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.rest.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let first = self
+            .first
+            .as_ref()
+            .and_then(Frame::data_ref)
+            .map_or(0, |d| d.len() as u64);
+        let rest = self.rest.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower() + first);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + first);
+        }
+        hint
+    }
+}
+
+use std::future::Future as _;
