@@ -55,9 +55,13 @@ impl CompiledRoute {
                         format!("upstream `{}` is not defined", proxy.upstream),
                     )
                 })?;
+                let decompress_metrics = proxy
+                    .decompress_requests
+                    .map(|_| metrics.decompress(&route.name));
                 Handler::Proxy(Box::new(crate::proxy::ProxyHandler::new(
                     proxy.clone(),
                     upstream,
+                    decompress_metrics,
                 )))
             }
         };

@@ -107,6 +107,18 @@ pub struct DecompressBody<B> {
     state: State,
 }
 
+impl<B> DecompressBody<B> {
+    /// Encoded bytes consumed so far.
+    pub fn encoded_bytes(&self) -> u64 {
+        self.encoded
+    }
+
+    /// Decoded bytes produced so far (the last stage's output).
+    pub fn decoded_bytes(&self) -> u64 {
+        self.produced.last().copied().unwrap_or(0)
+    }
+}
+
 #[derive(Clone, Copy)]
 enum State {
     Running,

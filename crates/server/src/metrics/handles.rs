@@ -120,6 +120,69 @@ impl CompressBytes {
     }
 }
 
+/// How an encoded request body on a `decompress_requests` route ended; the `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecompressOutcome {
+    /// Decoded to its end and forwarded.
+    Decoded,
+    /// Refused with 413: decoded size or ratio beyond the route's limits.
+    TooLarge,
+    /// Refused with 400: corrupt or truncated data.
+    Corrupt,
+    /// Refused with 415: a coding sluice does not decode.
+    Unsupported,
+}
+
+impl DecompressOutcome {
+    pub const ALL: [DecompressOutcome; 4] = [
+        DecompressOutcome::Decoded,
+        DecompressOutcome::TooLarge,
+        DecompressOutcome::Corrupt,
+        DecompressOutcome::Unsupported,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DecompressOutcome::Decoded => "decoded",
+            DecompressOutcome::TooLarge => "too_large",
+            DecompressOutcome::Corrupt => "corrupt",
+            DecompressOutcome::Unsupported => "unsupported",
+        }
+    }
+}
+
+/// Handles for a route with `decompress_requests`. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct DecompressMetrics {
+    /// Request bodies by outcome, indexed like [`DecompressOutcome::ALL`].
+    pub(super) outcomes: [Counter; 4],
+    pub(super) bytes_in: Counter,
+    pub(super) bytes_out: Counter,
+}
+
+impl DecompressMetrics {
+    /// Count one request body's outcome.
+    pub fn outcome(&self, outcome: DecompressOutcome) {
+        let index = match outcome {
+            DecompressOutcome::Decoded => 0,
+            DecompressOutcome::TooLarge => 1,
+            DecompressOutcome::Corrupt => 2,
+            DecompressOutcome::Unsupported => 3,
+        };
+        self.outcomes[index].inc();
+    }
+
+    /// A decoder is done (finished, failed or dropped): add what it read and wrote.
+    pub fn bytes(&self, encoded: u64, decoded: u64) {
+        if encoded > 0 {
+            self.bytes_in.inc_by(encoded);
+        }
+        if decoded > 0 {
+            self.bytes_out.inc_by(decoded);
+        }
+    }
+}
+
 /// How one attempt on an upstream server ended; the `outcome` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpstreamOutcome {

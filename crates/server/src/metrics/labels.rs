@@ -52,3 +52,9 @@ pub(super) struct RouteDecisionLabels {
 pub(super) struct AlgorithmLabels {
     pub(super) algorithm: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RouteOutcomeLabels {
+    pub(super) route: String,
+    pub(super) outcome: &'static str,
+}

@@ -29,13 +29,14 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 pub use handles::{
-    CompressBytes, CompressMetrics, InFlightGuard, ListenerMetrics, OpenConnection, RouteMetrics,
-    UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics,
+    CompressBytes, CompressMetrics, DecompressMetrics, DecompressOutcome, InFlightGuard,
+    ListenerMetrics, OpenConnection, RouteMetrics, UpstreamMetrics, UpstreamOutcome,
+    UpstreamServerMetrics,
 };
 pub use histogram::{DurationHistogram, bucket_bounds_seconds};
 use labels::{
     AlgorithmLabels, BuildLabels, ListenerLabels, RouteCodeLabels, RouteDecisionLabels,
-    RouteLabels, ServerLabels, ServerOutcomeLabels, UpstreamLabels,
+    RouteLabels, RouteOutcomeLabels, ServerLabels, ServerOutcomeLabels, UpstreamLabels,
 };
 pub use watch::ServerState;
 use watch::Watches;
@@ -62,9 +63,12 @@ pub const BUILD_INFO: &str = "sluice_build_info";
 pub const COMPRESS_RESPONSES_TOTAL: &str = "sluice_compress_responses_total";
 pub const COMPRESS_BYTES_IN_TOTAL: &str = "sluice_compress_bytes_in_total";
 pub const COMPRESS_BYTES_OUT_TOTAL: &str = "sluice_compress_bytes_out_total";
+pub const DECOMPRESS_REQUESTS_TOTAL: &str = "sluice_decompress_requests_total";
+pub const DECOMPRESS_BYTES_IN_TOTAL: &str = "sluice_decompress_bytes_in_total";
+pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 19] = [
+pub const ALL_NAMES: [&str; 22] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -84,6 +88,9 @@ pub const ALL_NAMES: [&str; 19] = [
     COMPRESS_RESPONSES_TOTAL,
     COMPRESS_BYTES_IN_TOTAL,
     COMPRESS_BYTES_OUT_TOTAL,
+    DECOMPRESS_REQUESTS_TOTAL,
+    DECOMPRESS_BYTES_IN_TOTAL,
+    DECOMPRESS_BYTES_OUT_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -116,6 +123,9 @@ pub struct Metrics {
     compress_responses: Family<RouteDecisionLabels, Counter>,
     compress_bytes_in: Family<AlgorithmLabels, Counter>,
     compress_bytes_out: Family<AlgorithmLabels, Counter>,
+    decompress_requests: Family<RouteOutcomeLabels, Counter>,
+    decompress_bytes_in: Family<RouteLabels, Counter>,
+    decompress_bytes_out: Family<RouteLabels, Counter>,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Length of the last rendering, so the next one allocates its buffer once.
@@ -200,6 +210,21 @@ impl Metrics {
             COMPRESS_BYTES_OUT_TOTAL,
             "Compressed bytes produced by response compressors, by algorithm",
         );
+        let decompress_requests = register(
+            r,
+            DECOMPRESS_REQUESTS_TOTAL,
+            "Encoded request bodies on routes with decompress_requests, by outcome",
+        );
+        let decompress_bytes_in = register(
+            r,
+            DECOMPRESS_BYTES_IN_TOTAL,
+            "Encoded request body bytes fed to request decoders",
+        );
+        let decompress_bytes_out = register(
+            r,
+            DECOMPRESS_BYTES_OUT_TOTAL,
+            "Decoded request body bytes sent upstream",
+        );
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -230,6 +255,9 @@ impl Metrics {
             compress_responses,
             compress_bytes_in,
             compress_bytes_out,
+            decompress_requests,
+            decompress_bytes_in,
+            decompress_bytes_out,
             watches: Watches::default(),
             last_render_len: AtomicUsize::new(4096),
         })
@@ -277,6 +305,25 @@ impl Metrics {
             }
         });
         CompressMetrics { decisions, bytes }
+    }
+
+    /// Handles for a route with `decompress_requests`. Every outcome exists from the start.
+    pub fn decompress(&self, route: &str) -> DecompressMetrics {
+        let outcomes = DecompressOutcome::ALL.map(|outcome| {
+            self.decompress_requests
+                .get_or_create_owned(&RouteOutcomeLabels {
+                    route: route.to_owned(),
+                    outcome: outcome.as_str(),
+                })
+        });
+        let labels = RouteLabels {
+            route: route.to_owned(),
+        };
+        DecompressMetrics {
+            outcomes,
+            bytes_in: self.decompress_bytes_in.get_or_create_owned(&labels),
+            bytes_out: self.decompress_bytes_out.get_or_create_owned(&labels),
+        }
     }
 
     /// Handles for one server of an upstream group; `server` as written in the config

@@ -59,6 +59,9 @@ fn exercised() -> Arc<Metrics> {
     compress
         .bytes(sluice_http::compress::Algorithm::Br)
         .add(1000, 100);
+    let decompress = m.decompress("api");
+    decompress.outcome(super::DecompressOutcome::Decoded);
+    decompress.bytes(100, 1000);
     let listener = m.listener("main");
     listener.connection_opened();
     listener.tls_handshake_failed();

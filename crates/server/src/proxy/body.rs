@@ -1,5 +1,6 @@
 //! The body wrappers of the proxy: the retry slot, the idle timeout, the upload's progress for
-//! the response timeout, and the peek that finds out whether a request body is really empty.
+//! the response timeout, the peek that finds out whether a request body is really empty, and
+//! the decoded request body's metrics.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,7 +11,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body as _, Frame, SizeHint};
 use sluice_core::{Body, BoxError, Side};
+use sluice_http::decompress::{DecompressBody, DecompressError};
 use sluice_upstream::InFlight;
+
+use crate::metrics::{DecompressMetrics, DecompressOutcome};
 use tokio::sync::Notify;
 
 /// The request body as one attempt sees it: taken from the shared slot on first poll, so a
@@ -347,3 +351,71 @@ impl http_body::Body for Prefixed {
 }
 
 use std::future::Future as _;
+
+/// A request body being decoded (`decompress_requests`), counted in the route's metrics: its
+/// outcome as soon as it ends or fails, and the bytes it read and wrote when it is dropped (a
+/// body the upstream stopped reading still counts what it decoded).
+pub(super) struct CountedDecode<B> {
+    inner: DecompressBody<B>,
+    metrics: DecompressMetrics,
+    counted: bool,
+}
+
+impl<B> CountedDecode<B> {
+    pub(super) fn new(inner: DecompressBody<B>, metrics: DecompressMetrics) -> Self {
+        Self {
+            inner,
+            metrics,
+            counted: false,
+        }
+    }
+}
+
+impl<B> http_body::Body for CountedDecode<B>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+    DecompressBody<B>: Unpin,
+{
+    type Data = Bytes;
+    type Error = DecompressError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, DecompressError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let outcome = match &polled {
+            Poll::Ready(None) => Some(DecompressOutcome::Decoded),
+            // A client whose upload broke off has no decoding outcome: that is its own error.
+            Poll::Ready(Some(Err(err))) => match err.kind() {
+                Some(sluice_core::ErrorKind::PayloadTooLarge) => Some(DecompressOutcome::TooLarge),
+                Some(sluice_core::ErrorKind::BadRequest) => Some(DecompressOutcome::Corrupt),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(outcome) = outcome
+            && !self.counted
+        {
+            self.counted = true;
+            self.metrics.outcome(outcome);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for CountedDecode<B> {
+    fn drop(&mut self) {
+        self.metrics
+            .bytes(self.inner.encoded_bytes(), self.inner.decoded_bytes());
+    }
+}

@@ -29,9 +29,11 @@ use sluice_upstream::client::UpstreamClient;
 use sluice_upstream::health::active::address_label;
 use sluice_upstream::{Group, InFlight, PickContext};
 
-use body::{IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
+use body::{CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
 
-use crate::metrics::{UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics};
+use crate::metrics::{
+    DecompressMetrics, DecompressOutcome, UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics,
+};
 use crate::pipeline::Client;
 use crate::server::RunningUpstream;
 
@@ -46,10 +48,16 @@ pub struct ProxyHandler {
     servers: Arc<[UpstreamServerMetrics]>,
     /// Per peer, its address as a `Host` value (for `host = "upstream"`), built once.
     peer_hosts: Vec<Option<HeaderValue>>,
+    /// The route's request-decoding metrics, when it has `decompress_requests`.
+    decompress_metrics: Option<DecompressMetrics>,
 }
 
 impl ProxyHandler {
-    pub fn new(route: Proxy, upstream: &RunningUpstream) -> Self {
+    pub fn new(
+        route: Proxy,
+        upstream: &RunningUpstream,
+        decompress_metrics: Option<DecompressMetrics>,
+    ) -> Self {
         let config = upstream.group.config();
         let peer_hosts = config
             .servers
@@ -67,6 +75,7 @@ impl ProxyHandler {
             metrics: upstream.metrics.clone(),
             servers: upstream.server_metrics.clone(),
             peer_hosts,
+            decompress_metrics,
         }
     }
 
@@ -325,6 +334,9 @@ impl ProxyHandler {
         limits: sluice_config::DecompressRequests,
     ) -> Result<Body, Box<Response<Body>>> {
         let refuse = |err: &dyn std::fmt::Display| {
+            if let Some(metrics) = &self.decompress_metrics {
+                metrics.outcome(DecompressOutcome::Unsupported);
+            }
             let mut page = crate::responses::error_page(
                 http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 Some(&err.to_string()),
@@ -347,7 +359,10 @@ impl ProxyHandler {
         match decompress::DecompressBody::new(body, &codings, limits) {
             Ok(decoded) => {
                 decompress::rewrite_headers(headers);
-                Ok(Body::stream(decoded))
+                Ok(match &self.decompress_metrics {
+                    Some(metrics) => Body::stream(CountedDecode::new(decoded, metrics.clone())),
+                    None => Body::stream(decoded),
+                })
             }
             Err(err) => Err(Box::new(refuse(&err))),
         }
