@@ -108,12 +108,13 @@ impl RouteCompression {
         if response.extensions().get::<Precompressed>().is_some() {
             return Decision::Skip(SkipReason::Precompressed);
         }
-        // A body held in memory has a length even without `Content-Length`; a HEAD response's
-        // empty body says nothing about the GET's.
+        // A body held in memory has a length even without `Content-Length` (hyper derives the
+        // header from it, for HEAD too: error pages keep their body and hyper drops it), so
+        // HEAD and GET decide alike. A HEAD response's *empty* body says nothing about the
+        // GET's: its length, if known, is in `Content-Length`.
         let body_len = match response.body() {
-            Body::Empty | Body::Full(_) if method != Method::HEAD => {
-                response.body().size_hint().exact()
-            }
+            Body::Full(_) => response.body().size_hint().exact(),
+            Body::Empty if method != Method::HEAD => Some(0),
             _ => None,
         };
         compress_policy::decide_with(
@@ -141,6 +142,8 @@ impl RouteCompression {
         };
         if method == Method::HEAD {
             apply_headers(response.headers_mut(), encoding);
+            // Whatever body it kept would make hyper send its identity length.
+            *response.body_mut() = Body::Empty;
             return Decision::Compress(encoding);
         }
         let encoder = match Encoder::new(algorithm, self.levels[encoding.index()]) {

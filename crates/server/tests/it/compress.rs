@@ -320,6 +320,56 @@ async fn head_has_the_headers_of_get_and_no_body() {
     assert!(raw.ends_with("\r\n\r\n"), "no body after a HEAD: {raw}");
 }
 
+/// HEAD and GET agree for responses held in memory too (error pages, fixed responses), whose
+/// length hyper derives from the body: small -> neither is compressed; large -> both say
+/// `Content-Encoding` and HEAD sends no identity `Content-Length`.
+#[tokio::test]
+async fn head_and_get_agree_on_in_memory_responses() {
+    let big = "x".repeat(4096);
+    let server = sluice_testkit::start_toml(&format!(
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        path = "/big"
+        respond = {{ status = 200, body = "{big}", headers = {{ "content-type" = "text/plain" }} }}
+        compress = {{}}
+        [[routes]]
+        path = "/small"
+        respond = {{ status = 404, body = "not here", headers = {{ "content-type" = "text/plain" }} }}
+        compress = {{}}
+        "#
+    ))
+    .await;
+    for path in ["/big", "/small"] {
+        let mut heads = Vec::new();
+        for method in ["GET", "HEAD"] {
+            let request = format!(
+                "{method} {path} HTTP/1.1\r\nhost: x\r\naccept-encoding: br\r\nconnection: close\r\n\r\n"
+            );
+            let raw =
+                sluice_testkit::raw_exchange(server.first_addr(), request.as_bytes(), 64 * 1024)
+                    .await;
+            let raw = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+            let head = raw.split("\r\n\r\n").next().unwrap_or_default().to_owned();
+            heads.push(head);
+        }
+        let (get, head) = (&heads[0], &heads[1]);
+        let encoded = |h: &str| h.contains("content-encoding: br");
+        assert_eq!(
+            encoded(get),
+            encoded(head),
+            "{path}:\nGET {get}\nHEAD {head}"
+        );
+        assert_eq!(encoded(get), path == "/big", "{path}: {get}");
+        if path == "/big" {
+            assert!(!head.contains("content-length"), "{head}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_weakened_etag_revalidates_to_a_304_with_vary() {
     let temp = tempfile::tempdir().unwrap();
