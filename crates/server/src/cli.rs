@@ -41,6 +41,14 @@ enum Command {
         /// The TOML configuration file.
         #[arg(value_name = "FILE", default_value = "sluice.toml")]
         config: PathBuf,
+        /// The same file given as `serve` takes it (`sluice check -c FILE` works too).
+        #[arg(
+            short = 'c',
+            long = "config",
+            value_name = "FILE",
+            conflicts_with = "config"
+        )]
+        config_flag: Option<PathBuf>,
     },
     /// Serve a directory, no configuration file needed.
     FileServer(FileServerArgs),
@@ -234,7 +242,10 @@ pub fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Check { config } => check(&config),
+        Command::Check {
+            config,
+            config_flag,
+        } => check(&config_flag.unwrap_or(config)),
         Command::FileServer(args) => match file_server_config(args) {
             Ok(config) => run_server(config),
             Err(message) => fail(&message),

@@ -108,6 +108,13 @@ fn check_accepts_the_reference_config() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
+    // `-c FILE`, as `serve` takes it, works too.
+    let out = sluice().args(["check", "-c", reference]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
