@@ -108,12 +108,12 @@ impl RouteCompression {
         if response.extensions().get::<Precompressed>().is_some() {
             return Decision::Skip(SkipReason::Precompressed);
         }
-        // A body held in memory has a length even without `Content-Length`; a HEAD response's
-        // empty body says nothing about the GET's.
+        // A body held in memory has a length even without `Content-Length`. A fixed response
+        // or an error page is the same buffer for GET and HEAD (hyper drops it from a HEAD), so
+        // it decides alike for both; only an empty HEAD body says nothing about the GET's.
         let body_len = match response.body() {
-            Body::Empty | Body::Full(_) if method != Method::HEAD => {
-                response.body().size_hint().exact()
-            }
+            Body::Full(_) => response.body().size_hint().exact(),
+            Body::Empty if method != Method::HEAD => Some(0),
             _ => None,
         };
         compress_policy::decide_with(
@@ -141,6 +141,9 @@ impl RouteCompression {
         };
         if method == Method::HEAD {
             apply_headers(response.headers_mut(), encoding);
+            // hyper derives a HEAD's `Content-Length` from an in-memory body: that would be
+            // the identity length, while the GET is sent without one (RFC 9110 §9.3.2).
+            *response.body_mut() = Body::Empty;
             return Decision::Compress(encoding);
         }
         let encoder = match Encoder::new(algorithm, self.levels[encoding.index()]) {

@@ -634,3 +634,62 @@ async fn quick_commands_take_compress_and_decompress_requests_flags() {
         );
     }
 }
+
+/// The head of a raw HTTP/1.1 exchange, lower-cased, without the body.
+async fn raw_head(addr: SocketAddr, method: &str, path: &str) -> String {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\naccept-encoding: gzip\r\nconnection: close\r\n\r\n"
+    );
+    let raw = sluice_testkit::raw_exchange(addr, request.as_bytes(), 64 * 1024).await;
+    let raw = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    let head = raw.split("\r\n\r\n").next().unwrap_or_default();
+    // The status line and the fields that depend on compression, in order.
+    head.lines()
+        .filter(|line| {
+            line.starts_with("http/")
+                || line.starts_with("content-encoding")
+                || line.starts_with("content-length")
+                || line.starts_with("vary")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn head_of_a_small_response_held_in_memory_is_not_compressed_either() {
+    // A fixed response and an error page are the same in-memory body for GET and HEAD: a tiny
+    // one is too small for GET, so HEAD must not announce a coding the GET does not get.
+    let large = "large enough to compress ".repeat(40);
+    let server = start_toml(&format!(
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        path = "/hello"
+        respond = {{ body = "hello", headers = {{ "content-type" = "text/plain" }} }}
+        compress = {{}}
+        [[routes]]
+        path = "/large"
+        respond = {{ body = "{large}", headers = {{ "content-type" = "text/plain" }} }}
+        compress = {{}}
+        [[routes]]
+        path_prefix = "/files/"
+        static = {{ root = "." }}
+        compress = {{}}
+        "#
+    ))
+    .await;
+    for path in ["/hello", "/files/missing.txt"] {
+        let get = raw_head(server.first_addr(), "GET", path).await;
+        let head = raw_head(server.first_addr(), "HEAD", path).await;
+        assert!(!get.contains("content-encoding"), "{path}: {get}");
+        assert_eq!(head, get, "{path}: HEAD differs from GET");
+    }
+    // Compressed: the GET is chunked, so the HEAD must not announce the identity length.
+    let get = raw_head(server.first_addr(), "GET", "/large").await;
+    let head = raw_head(server.first_addr(), "HEAD", "/large").await;
+    assert!(get.contains("content-encoding: gzip"), "{get}");
+    assert_eq!(head, get, "/large: HEAD differs from GET");
+}
