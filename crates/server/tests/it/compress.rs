@@ -693,3 +693,34 @@ async fn head_of_a_small_response_held_in_memory_is_not_compressed_either() {
     assert!(get.contains("content-encoding: gzip"), "{get}");
     assert_eq!(head, get, "/large: HEAD differs from GET");
 }
+
+#[tokio::test]
+async fn a_304_repeats_the_etag_and_vary_its_200_had() {
+    // RFC 9110 §15.4.5: a 304 carries the ETag and Vary a 200 to the same request would have,
+    // or a cache holding the compressed 200 (weak tag) cannot match the 304 to it.
+    let temp = tempfile::tempdir().unwrap();
+    let server = static_server(temp.path(), "{}").await;
+    for (path, accept) in [
+        ("/page.html", "gzip"),
+        ("/page.html", "identity"),
+        ("/small.txt", "gzip"),
+        ("/logo.png", "gzip"),
+    ] {
+        let url = server.url(path);
+        let (status, ok, _) = get(&url, &[("accept-encoding", accept)]).await;
+        assert_eq!(status, StatusCode::OK);
+        let etag = ok["etag"].to_str().unwrap();
+        let (status, not_modified, _) = get(
+            &url,
+            &[("accept-encoding", accept), ("if-none-match", etag)],
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_MODIFIED, "{path} {accept}");
+        assert_eq!(not_modified.get("etag"), ok.get("etag"), "{path} {accept}");
+        assert_eq!(
+            has_vary(&not_modified),
+            has_vary(&ok),
+            "{path} {accept}: {not_modified:?}"
+        );
+    }
+}
