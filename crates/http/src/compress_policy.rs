@@ -105,6 +105,16 @@ pub enum SkipReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Precompressed(pub Encoding);
 
+/// Response extension on a `304` from a producer that knows the representation it stands for
+/// (static files): the `Content-Type` and length its `200` would have. A `304` must repeat the
+/// `ETag` and `Vary` of that `200` (RFC 9110 §15.4.5), so compression decides for it as if it
+/// were the `200`: a weakened tag on the `304` matches the one a cache stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotModifiedOf {
+    pub content_type: HeaderValue,
+    pub len: u64,
+}
+
 impl SkipReason {
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -185,10 +195,25 @@ pub fn decide_with<'a>(
     {
         return Decision::Skip(SkipReason::NoTransform);
     }
-    if !type_allowed(&policy.mime_types, resp_headers.get(header::CONTENT_TYPE)) {
+    decide_representation(
+        policy,
+        accept_encoding,
+        resp_headers.get(header::CONTENT_TYPE),
+        content_length(resp_headers).or(body_len),
+    )
+}
+
+/// The representation's part of [`decide_with`]: type, length and negotiation, for a response
+/// that may be compressed at all (also a `304`'s `200`, see [`NotModifiedOf`]).
+pub fn decide_representation<'a>(
+    policy: &CompressPolicy,
+    accept_encoding: impl IntoIterator<Item = &'a [u8]>,
+    content_type: Option<&HeaderValue>,
+    len: Option<u64>,
+) -> Decision {
+    if !type_allowed(&policy.mime_types, content_type) {
         return Decision::Skip(SkipReason::Type);
     }
-    let len = content_length(resp_headers).or(body_len);
     if len.is_some_and(|len| len < policy.min_length) {
         return Decision::Skip(SkipReason::TooSmall);
     }
@@ -232,7 +257,7 @@ pub fn add_vary(resp_headers: &mut HeaderMap) {
 /// Compressed bytes differ from the identity bytes, so a strong validator would lie
 /// (RFC 9110 §8.8.1): `"x"` becomes `W/"x"`. A malformed tag cannot be weakened and is
 /// dropped, as nginx does.
-fn weaken_etag(resp_headers: &mut HeaderMap) {
+pub fn weaken_etag(resp_headers: &mut HeaderMap) {
     let Some(etag) = resp_headers.get(header::ETAG) else {
         return;
     };

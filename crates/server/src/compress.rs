@@ -20,7 +20,8 @@ use sluice_config::{Compress, CompressAlgorithm};
 use sluice_core::{Body, BoxError};
 use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
 use sluice_http::compress_policy::{
-    self, CompressPolicy, Decision, Precompressed, SkipReason, add_vary, apply_headers,
+    self, CompressPolicy, Decision, NotModifiedOf, Precompressed, SkipReason, add_vary,
+    apply_headers, weaken_etag,
 };
 use sluice_http::encoding::Encoding;
 
@@ -80,13 +81,12 @@ impl RouteCompression {
         let decision = self.decide(method, accept, response);
         let decision = match decision {
             Decision::Compress(encoding) => self.compress(method, encoding, response),
+            Decision::Skip(SkipReason::Status) if response.status() == StatusCode::NOT_MODIFIED => {
+                self.not_modified(accept, response);
+                decision
+            }
             Decision::Skip(_) => {
-                // A 304 repeats the Vary its 200 had (RFC 9110 §15.4.5); it has no type to
-                // decide from, and on a compress route the 200 may well have been compressed.
-                if decision.wants_vary()
-                    || decision == Decision::Skip(SkipReason::Precompressed)
-                    || response.status() == StatusCode::NOT_MODIFIED
-                {
+                if decision.wants_vary() || decision == Decision::Skip(SkipReason::Precompressed) {
                     add_vary(response.headers_mut());
                 }
                 decision
@@ -99,6 +99,34 @@ impl RouteCompression {
         }
     }
 
+    /// A 304 repeats the `ETag` and `Vary` its 200 had (RFC 9110 §15.4.5): decide for that 200
+    /// from what its producer left on the 304 (static files), else from the 304's own
+    /// `Content-Type`. Knowing neither, only `Vary` is added: on a compress route the 200 may
+    /// well have been compressed, and an extra `Vary` costs a cache a miss, not a wrong answer.
+    fn not_modified(&self, accept: &AcceptEncoding, response: &mut Response<Body>) {
+        let of = response.extensions().get::<NotModifiedOf>();
+        let content_type = of
+            .map(|of| &of.content_type)
+            .or_else(|| response.headers().get(header::CONTENT_TYPE));
+        let Some(content_type) = content_type else {
+            add_vary(response.headers_mut());
+            return;
+        };
+        let len = of.map(|of| of.len);
+        let as_200 = compress_policy::decide_representation(
+            &self.policy,
+            accept.lines(),
+            Some(content_type),
+            len,
+        );
+        if as_200.wants_vary() {
+            add_vary(response.headers_mut());
+        }
+        if matches!(as_200, Decision::Compress(_)) {
+            weaken_etag(response.headers_mut());
+        }
+    }
+
     fn decide(
         &self,
         method: &Method,
@@ -108,10 +136,9 @@ impl RouteCompression {
         if response.extensions().get::<Precompressed>().is_some() {
             return Decision::Skip(SkipReason::Precompressed);
         }
-        // A body held in memory has a length even without `Content-Length` (hyper derives the
-        // header from it, for HEAD too: error pages keep their body and hyper drops it), so
-        // HEAD and GET decide alike. A HEAD response's *empty* body says nothing about the
-        // GET's: its length, if known, is in `Content-Length`.
+        // A body held in memory has a length even without `Content-Length`. A fixed response
+        // or an error page is the same buffer for GET and HEAD (hyper drops it from a HEAD), so
+        // it decides alike for both; only an empty HEAD body says nothing about the GET's.
         let body_len = match response.body() {
             Body::Full(_) => response.body().size_hint().exact(),
             Body::Empty if method != Method::HEAD => Some(0),
@@ -142,7 +169,8 @@ impl RouteCompression {
         };
         if method == Method::HEAD {
             apply_headers(response.headers_mut(), encoding);
-            // Whatever body it kept would make hyper send its identity length.
+            // hyper derives a HEAD's `Content-Length` from an in-memory body: that would be
+            // the identity length, while the GET is sent without one (RFC 9110 §9.3.2).
             *response.body_mut() = Body::Empty;
             return Decision::Compress(encoding);
         }
@@ -400,6 +428,25 @@ mod tests {
             .insert(header::CONTENT_LENGTH, HeaderValue::from_static("5000"));
         let outcome = route().apply(&Method::GET, &accept, &mut response);
         assert_eq!(outcome.encoding, Some("zstd"));
+    }
+
+    #[test]
+    fn a_304_with_a_type_gets_the_etag_and_vary_of_its_200() {
+        let not_modified = |content_type: &'static str| {
+            let mut response = Response::new(Body::Empty);
+            *response.status_mut() = StatusCode::NOT_MODIFIED;
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            headers.insert(header::ETAG, HeaderValue::from_static("\"v1\""));
+            route().apply(&Method::GET, &accept("gzip"), &mut response);
+            response
+        };
+        let text = not_modified("text/plain");
+        assert_eq!(text.headers()[header::ETAG], "W/\"v1\"");
+        assert_eq!(text.headers()[header::VARY], "Accept-Encoding");
+        let image = not_modified("image/png");
+        assert_eq!(image.headers()[header::ETAG], "\"v1\"");
+        assert!(!image.headers().contains_key(header::VARY));
     }
 
     #[test]

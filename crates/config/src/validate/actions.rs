@@ -5,6 +5,7 @@
 
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
+use toml::Spanned;
 
 use super::Cx;
 use super::files::Kind;
@@ -94,7 +95,7 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
         }
     }
     let precompressed = match &raw.precompressed {
-        Some(value) => sidecar_codings(cx, &path.key("precompressed"), value.get_ref()),
+        Some(value) => sidecar_codings(cx, &path.key("precompressed"), value),
         None => Vec::new(),
     };
     Some(Action::Static(StaticFiles {
@@ -108,12 +109,27 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
 
 /// `precompressed = true` (every sidecar coding, zstd > br > gzip), `false`, or a list of
 /// tokens in the server's order of preference.
-fn sidecar_codings(cx: &mut Cx<'_>, path: &KeyPath, value: &BoolOrList) -> Vec<SidecarCoding> {
-    let items = match value {
+fn sidecar_codings(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    value: &Spanned<BoolOrList>,
+) -> Vec<SidecarCoding> {
+    let items = match value.get_ref() {
         BoolOrList::Bool(true) => return SidecarCoding::ALL.to_vec(),
         BoolOrList::Bool(false) => return Vec::new(),
         BoolOrList::List(items) => items,
     };
+    if items.is_empty() {
+        // Silently off would look like a typo that works; `compress.algorithms = []` errs too.
+        let hint = r#"list at least one of "zstd", "br", "gzip", or write `precompressed = false`"#;
+        cx.r.error(
+            path,
+            Some(value.span()),
+            "the precompressed coding list is empty",
+            Some(hint.into()),
+        );
+        return Vec::new();
+    }
     let tokens = SidecarCoding::ALL.map(SidecarCoding::token);
     let mut codings = Vec::with_capacity(items.len());
     for item in items {

@@ -61,7 +61,7 @@ use conditional::{Precondition, Validators};
 use range::RangeDecision;
 use resolve::{OpenFile, Resolver, Target};
 
-use crate::compress_policy::{Precompressed, add_vary};
+use crate::compress_policy::{NotModifiedOf, Precompressed, add_vary};
 use crate::encoding::Encoding;
 
 pub use response::content_type;
@@ -185,6 +185,11 @@ async fn respond(
             // No Content-Length and no body: RFC 9110 §15.4.5.
             let mut response = response::empty(StatusCode::NOT_MODIFIED);
             response::set_validators(&mut response, validators);
+            // What the 200 would be, so compression gives the 304 the same ETag and Vary.
+            response.extensions_mut().insert(NotModifiedOf {
+                content_type: response::content_type(&name),
+                len,
+            });
             response
         }
         Precondition::Proceed => {
