@@ -240,6 +240,12 @@ pub fn apply_headers(resp_headers: &mut HeaderMap, encoding: Encoding) {
     // differ per request would be meaningless: the body is streamed, nothing is promised.
     resp_headers.remove(header::CONTENT_LENGTH);
     resp_headers.remove(header::ACCEPT_RANGES);
+    // Digests of the bytes as they were would fail any client that checks them; the encoded
+    // bytes are not known until sent (RFC 9530 Repr-/Content-Digest, RFC 3230 Digest,
+    // RFC 1864 Content-MD5).
+    for digest in ["content-md5", "digest", "content-digest", "repr-digest"] {
+        resp_headers.remove(digest);
+    }
     weaken_etag(resp_headers);
 }
 

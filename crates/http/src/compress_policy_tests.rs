@@ -256,7 +256,16 @@ fn apply_headers_rewrites_the_representation_metadata() {
     let mut resp = html();
     resp.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     resp.insert(header::ETAG, HeaderValue::from_static("\"abc\""));
+    for digest in ["content-md5", "digest", "content-digest", "repr-digest"] {
+        resp.insert(digest, HeaderValue::from_static("sha-256=:AAAA:"));
+    }
     apply_headers(&mut resp, Encoding::Br);
+    for digest in ["content-md5", "digest", "content-digest", "repr-digest"] {
+        assert!(
+            resp.get(digest).is_none(),
+            "{digest} of the identity bytes kept"
+        );
+    }
     assert_eq!(resp[header::CONTENT_ENCODING], "br");
     assert!(resp.get(header::CONTENT_LENGTH).is_none());
     assert!(resp.get(header::ACCEPT_RANGES).is_none());
