@@ -214,6 +214,31 @@ fn measure(
     if let Err(why) = rt.block_on(check::run(scenario, endpoint, identity, expect)) {
         return (Outcome::CheckFailed(why), Vec::new());
     }
+    // Unmeasured, so the first run does not pay for cold caches, lazily grown buffers and
+    // pools, the upstream's first connections, or the CPU ramping its clock up.
+    let warm_up = warm_up_load(&scenario.load);
+    match driver::run(
+        args.driver,
+        &warm_up,
+        endpoint,
+        &ctx.load_cpus,
+        &ctx.work_dir,
+    ) {
+        Ok(m) => {
+            if let Some(why) = driver::builtin::describe_failures(&m) {
+                return (
+                    Outcome::Error(format!("during the warm-up: {why}")),
+                    Vec::new(),
+                );
+            }
+        }
+        Err(e) => {
+            return (
+                Outcome::Error(format!("during the warm-up: {e}")),
+                Vec::new(),
+            );
+        }
+    }
     let mut measured = Vec::with_capacity(runs);
     for _ in 0..runs {
         let sampler = sampler::Sampler::start(pid);
@@ -249,6 +274,17 @@ fn measure(
         }
     }
     (Outcome::Ok, measured)
+}
+
+/// The warm-up: a tenth of a run, and at least one request per connection (so the server
+/// has accepted as many connections as a run opens and the upstream pool is full), at most a
+/// whole run.
+pub fn warm_up_load(load: &scenario::LoadSpec) -> scenario::LoadSpec {
+    let mut warm_up = load.clone();
+    warm_up.requests = (load.requests / 10)
+        .max(load.concurrency() as u64)
+        .min(load.requests);
+    warm_up
 }
 
 /// Fixtures and the certificate, written once per run.

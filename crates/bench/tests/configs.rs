@@ -1,5 +1,7 @@
-//! The generated target configs are valid: every sluice config that needs only landed features
-//! loads with sluice-config, and every nginx.conf passes `nginx -t` (when nginx is installed).
+//! The generated target configs are valid: every sluice config loads with sluice-config and
+//! asks for what its scenario means (compression algorithm and level, precompressed files,
+//! request decompression, TLS, the origins), and every nginx.conf passes `nginx -t` (when nginx
+//! is installed).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
@@ -8,6 +10,7 @@ use std::path::Path;
 use sluice_bench::scenario::{self, Scenario, Setup};
 use sluice_bench::target::process::Address;
 use sluice_bench::target::{Context, Origins, StartError, nginx, sluice};
+use sluice_config::model;
 
 fn context(dir: &Path) -> Context {
     for sub in ["site", "site-precompressed"] {
@@ -44,42 +47,92 @@ fn origins(s: &Scenario, dir: &Path) -> Origins {
 
 const LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
-/// Scenarios whose sluice config uses only what has landed (compression, precompressed
-/// files and the cache are being built).
-fn needs_only_landed_features(s: &Scenario) -> bool {
-    match &s.setup {
-        Setup::Static { compress } => compress.is_none(),
-        Setup::Precompressed | Setup::Direct => false,
-        Setup::Proxy(p) => p.compress.is_none() && !p.cache,
-    }
+/// The route's `compress` in the loaded model says what the scenario asked for: that one
+/// algorithm at that level, or nothing.
+fn assert_compress(name: &str, route: &model::Route, wanted: Option<scenario::Compression>) {
+    let Some(wanted) = wanted else {
+        assert!(route.compress.is_none(), "{name}: compresses unasked");
+        return;
+    };
+    let compress = route
+        .compress
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: no compress"));
+    assert_eq!(compress.algorithms.len(), 1, "{name}");
+    let algorithm = compress.algorithms[0];
+    assert_eq!(algorithm.token(), wanted.algorithm.token(), "{name}");
+    assert_eq!(compress.levels.get(algorithm), Some(wanted.level), "{name}");
 }
 
 #[test]
-fn sluice_configs_load() {
+fn every_sluice_config_loads_and_asks_for_what_the_scenario_means() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(dir.path());
     let mut loaded = 0;
     for s in scenario::all(false) {
-        if !needs_only_landed_features(&s) {
+        if s.setup == Setup::Direct {
             continue;
         }
-        let toml = sluice::config(&s, &ctx, &origins(&s, dir.path()), LISTEN).unwrap();
+        let toml = match sluice::config(&s, &ctx, &origins(&s, dir.path()), LISTEN) {
+            Ok(toml) => toml,
+            // The one feature sluice does not have.
+            Err(StartError::NotSupported(why)) if s.name == "date-cached" => {
+                assert_eq!(why, "no cache yet");
+                continue;
+            }
+            Err(StartError::NotSupported(why) | StartError::Failed(why)) => {
+                panic!("{}: {why}", s.name)
+            }
+        };
         let path = dir.path().join(format!("{}.toml", s.name));
         std::fs::write(&path, &toml).unwrap();
-        if let Err(diagnostics) = sluice_config::load(&path) {
-            panic!("{}:\n{toml}\n{diagnostics}", s.name);
+        let config = match sluice_config::load(&path) {
+            Ok(config) => config,
+            Err(diagnostics) => panic!("{}:\n{toml}\n{diagnostics}", s.name),
+        };
+        let [listener] = &config.listeners[..] else {
+            panic!("{}: one listener", s.name)
+        };
+        assert_eq!(listener.tls.is_some(), s.load.tls, "{}", s.name);
+        let [route] = &config.routes[..] else {
+            panic!("{}: one route", s.name)
+        };
+        match (&s.setup, &route.action) {
+            (Setup::Static { compress }, model::Action::Static(files)) => {
+                assert!(files.precompressed.is_empty(), "{}", s.name);
+                assert_eq!(files.root, ctx.page_dir, "{}", s.name);
+                assert_compress(&s.name, route, *compress);
+            }
+            (Setup::Precompressed, model::Action::Static(files)) => {
+                // gzip at least: the sidecar nginx's gzip_static serves too.
+                assert!(!files.precompressed.is_empty(), "{}", s.name);
+                assert_eq!(files.root, ctx.precompressed_dir, "{}", s.name);
+                assert_compress(&s.name, route, None);
+            }
+            (Setup::Proxy(p), model::Action::Proxy(proxy)) => {
+                assert_eq!(
+                    proxy.decompress_requests.is_some(),
+                    p.decompress_requests,
+                    "{}",
+                    s.name
+                );
+                let [upstream] = &config.upstreams[..] else {
+                    panic!("{}: one upstream", s.name)
+                };
+                assert_eq!(upstream.servers.len(), p.weights.len(), "{}", s.name);
+                assert_compress(&s.name, route, p.compress);
+            }
+            (setup, action) => panic!("{}: {setup:?} became {action:?}", s.name),
         }
         loaded += 1;
     }
-    assert!(loaded >= 10, "{loaded}");
-    let cached = scenario::all(false)
-        .into_iter()
-        .find(|s| s.name == "date-cached")
-        .unwrap();
-    assert!(matches!(
-        sluice::config(&cached, &ctx, &origins(&cached, dir.path()), LISTEN),
-        Err(StartError::NotSupported(why)) if why == "no cache yet"
-    ));
+    // Every scenario but the direct ones and the cache.
+    let expected = scenario::all(false)
+        .iter()
+        .filter(|s| s.setup != Setup::Direct)
+        .count()
+        - 1;
+    assert_eq!(loaded, expected);
 }
 
 #[test]
@@ -91,6 +144,7 @@ fn nginx_configs_pass_nginx_t() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(dir.path());
     let mut tested = 0;
+    let mut not_supported = Vec::new();
     for s in scenario::all(false) {
         if s.setup == Setup::Direct {
             continue;
@@ -101,7 +155,10 @@ fn nginx_configs_pass_nginx_t() {
         let listen = SocketAddr::from(([127, 0, 0, 1], 18080));
         let conf = match nginx::config(&s, &ctx, &origins(&s, dir.path()), listen, &prefix) {
             Ok(conf) => conf,
-            Err(StartError::NotSupported(_)) => continue,
+            Err(StartError::NotSupported(_)) => {
+                not_supported.push(s.name.clone());
+                continue;
+            }
             Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
         };
         let path = prefix.join("nginx.conf");
@@ -118,7 +175,12 @@ fn nginx_configs_pass_nginx_t() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}:\n{conf}\n{stderr}", s.name);
         assert!(!stderr.contains("[warn]"), "{}:\n{conf}\n{stderr}", s.name);
+        if s.setup == Setup::Precompressed {
+            assert!(conf.contains("gzip_static on;"), "{conf}");
+        }
         tested += 1;
     }
+    // What Debian's nginx cannot do: brotli, zstd, request-body decompression.
+    assert_eq!(not_supported, ["post-gz1", "static-br", "static-zstd"]);
     assert!(tested >= 15, "{tested}");
 }

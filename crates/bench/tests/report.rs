@@ -70,7 +70,7 @@ fn sample_report() -> Report {
     let ok = || Outcome::Ok;
     let level = |l| [("encoding", "gzip"), ("level", l)];
     let mut results = vec![
-        // Seed 003 first: the report orders groups by id, not by appearance.
+        // Seed 003 first: the report orders groups as the scenario table does, not by appearance.
         result(
             "seed-003",
             &[

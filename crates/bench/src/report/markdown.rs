@@ -3,8 +3,8 @@
 //! number (req/s, or MB/s for streams) as the median run with the range of all runs, latency,
 //! server CPU per request, the bytes the seed cared about, and sluice ÷ nginx.
 //!
-//! Everything is ordered (groups by id, rows by first appearance in the results, targets
-//! sluice, nginx, baseline, then by name) and every number has a fixed format, so the same
+//! Everything is ordered (groups as in `sluice bench list`, unknown groups after them by id,
+//! rows by first appearance in the results, targets sluice, nginx, baseline, then by name) and every number has a fixed format, so the same
 //! results always give the same bytes.
 
 use std::collections::BTreeMap;
@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use super::charts::Chart;
 use super::{GroupInfo, group_info};
 use crate::model::{Measurement, Outcome, Report, ScenarioResult};
+use crate::scenario;
 
 pub const FILE_NAME: &str = "report.md";
 
@@ -22,14 +23,18 @@ const MAX_MESSAGE_CHARS: usize = 120;
 pub fn render(report: &Report, charts: &[Chart]) -> String {
     let mut out = String::new();
     header(&mut out, report);
-    let mut groups: BTreeMap<&str, Vec<&ScenarioResult>> = BTreeMap::new();
+    // Keyed by (position in the scenario table, id): the report reads in the order of `sluice
+    // bench list`, and a group from another version of the table still renders, last.
+    let mut groups: BTreeMap<(usize, &str), Vec<&ScenarioResult>> = BTreeMap::new();
     for result in &report.results {
-        groups
-            .entry(result.group.as_str())
-            .or_default()
-            .push(result);
+        let group = result.group.as_str();
+        let position = scenario::GROUPS
+            .iter()
+            .position(|(id, _)| *id == group)
+            .unwrap_or(usize::MAX);
+        groups.entry((position, group)).or_default().push(result);
     }
-    for (group, results) in groups {
+    for ((_, group), results) in groups {
         out.push('\n');
         group_section(&mut out, group, &results);
         for chart in charts.iter().filter(|chart| chart.group == group) {

@@ -53,7 +53,7 @@ pub struct GroupInfo {
     pub mb_per_sec: bool,
 }
 
-/// The title, question and columns of a group id (`seed-000` ... `seed-004`). Unknown groups get
+/// The title, question and columns of a group id (`seed-000` ... `seed-004`, `api-compress`). Unknown groups get
 /// the common columns and their id as title, so a new scenario group still renders.
 pub fn group_info(group: &str) -> GroupInfo {
     let plain = |title| GroupInfo {
@@ -95,6 +95,13 @@ pub fn group_info(group: &str) -> GroupInfo {
                  and 6 concurrent requests, and what do balancing (even and 3:1) and caching give?",
             ),
             ..plain("Proxying a JSON API: direct, proxied, balanced, cached")
+        },
+        "api-compress" => GroupInfo {
+            reproduces: Some(
+                "DESIGN.md §5 (\"proxied JSON gzipped at level 1\"): what does compressing a \
+                 dynamic API response on the fly at a fast level cost the proxy, per request?",
+            ),
+            ..plain("Proxied JSON API compressed on the fly")
         },
         "seed-004" => GroupInfo {
             reproduces: Some(
