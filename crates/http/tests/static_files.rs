@@ -417,3 +417,41 @@ async fn encoded_names_are_decoded() -> TestResult {
 fn etag_of(len: u64) -> String {
     format!("\"{MTIME_SECS:x}-{len:x}\"")
 }
+
+/// Files up to 256 KiB go out as one in-memory frame, read on the lookup's trip for a plain GET
+/// or by the range path otherwise; larger ones stream. Every way gives the exact bytes.
+#[tokio::test]
+async fn small_files_are_one_frame_and_large_ones_stream_with_exact_bytes() -> TestResult {
+    let site = Site::new()?;
+    let medium: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let large: Vec<u8> = (0..600_000u32).map(|i| (i % 241) as u8).collect();
+    site.file("medium.bin", &medium)?;
+    site.file("large.bin", &large)?;
+    let files = site.default_route()?;
+
+    let plain = get(&files, "/medium.bin", &[]).await?;
+    assert_eq!((plain.status, plain.frames), (StatusCode::OK, 1));
+    assert!(plain.body == medium, "prefetched body differs");
+
+    // A validator that does not match: the file is read after the precondition, same bytes.
+    let revalidated = get(&files, "/medium.bin", &[("if-none-match", "\"other\"")]).await?;
+    assert_eq!(
+        (revalidated.status, revalidated.frames),
+        (StatusCode::OK, 1)
+    );
+    assert!(
+        revalidated.body == medium,
+        "body after a failed validator differs"
+    );
+
+    let ranged = get(&files, "/medium.bin", &[("range", "bytes=10-19")]).await?;
+    assert_eq!(ranged.status, StatusCode::PARTIAL_CONTENT);
+    assert!(ranged.body == medium[10..20], "range differs");
+
+    let streamed = get(&files, "/large.bin", &[]).await?;
+    assert_eq!(streamed.status, StatusCode::OK);
+    assert!(streamed.frames > 1, "{} frames", streamed.frames);
+    assert!(streamed.body == large, "streamed body differs");
+    assert_eq!(streamed.header(header::CONTENT_LENGTH), Some("600000"));
+    Ok(())
+}

@@ -21,7 +21,7 @@ use sluice_core::{Body, Error, ErrorKind};
 use tokio::io::{AsyncReadExt, Take};
 
 /// Bodies up to this size are read whole into memory.
-pub(crate) const SMALL_BODY: u64 = 64 * 1024;
+pub(crate) const SMALL_BODY: u64 = 256 * 1024;
 /// The largest frame a streamed file body yields.
 pub(crate) const FRAME_SIZE: usize = 64 * 1024;
 
@@ -167,15 +167,15 @@ mod tests {
 
     #[tokio::test]
     async fn large_ranges_stream_in_bounded_frames() -> Result<(), sluice_core::BoxError> {
-        let content: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-        let (start, len) = (1_000u64, 200_000u64);
+        let content: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+        let (start, len) = (1_000u64, 400_000u64);
         let body = file_body(file_with(&content)?, start, len).await?;
         assert_eq!(http_body::Body::size_hint(&body).exact(), Some(len));
         let frames = frames(body).await?;
         assert!(frames.len() >= 4, "{} frames", frames.len());
         assert!(frames.iter().all(|f| f.len() <= FRAME_SIZE));
         let joined: Vec<u8> = frames.concat();
-        assert_eq!(joined, content[1_000..201_000]);
+        assert_eq!(joined, content[1_000..401_000]);
         Ok(())
     }
 
@@ -184,8 +184,8 @@ mod tests {
         let small = file_body(file_with(b"abc")?, 0, 10).await;
         assert_eq!(small.map(|_| ()).map_err(|e| e.kind()), Err(ErrorKind::Io));
 
-        let content = vec![7u8; 100_000];
-        let body = file_body(file_with(&content)?, 0, 200_000).await?;
+        let content = vec![7u8; 300_000];
+        let body = file_body(file_with(&content)?, 0, 400_000).await?;
         assert!(frames(body).await.is_err());
         Ok(())
     }

@@ -19,7 +19,10 @@
 //!    preconditions: 412 or 304. The ETag is nginx's strong `"<mtime secs hex>-<size hex>"`: it
 //!    changes when the file's mtime or size changes; a sidecar's adds its coding (`"…-br"`).
 //! 4. `range.rs`: `Range` (GET only) with `If-Range`: 206, 416, or the whole file.
-//! 5. `body.rs`: the bytes, read whole up to 64 KiB or streamed in 64 KiB frames.
+//! 5. `body.rs`: the bytes, read whole up to 256 KiB or streamed in 64 KiB frames. A plain
+//!    GET (no Range, no If-None-Match / If-Modified-Since) reads a file of up to 256 KiB on
+//!    the lookup's trip to the blocking pool (step 2): one trip per request instead of two
+//!    or more, which was most of a small file's cost in `sluice bench`.
 //! 6. `response.rs`: `Content-Type` (by extension; a sidecar gets its original's) and the
 //!    body-less answers.
 //!
@@ -132,13 +135,22 @@ impl StaticFiles {
         let rel = path::to_rel_path(raw)?;
         let sidecars = precompressed::accepted(headers, &inner.sidecars);
 
+        // A plain GET (no range, no validator that may make it a 304) almost always sends the
+        // whole file: read a small one on the lookup's trip to the blocking pool.
+        let prefetch = method == Method::GET
+            && !headers.contains_key(header::RANGE)
+            && !headers.contains_key(header::IF_NONE_MATCH)
+            && !headers.contains_key(header::IF_MODIFIED_SINCE);
         let inner = Arc::clone(&self.inner);
-        let target =
-            tokio::task::spawn_blocking(move || inner.resolver.resolve(&rel, sidecars.as_slice()))
-                .await
-                .map_err(|e| {
-                    Error::internal(ErrorKind::Io, "file lookup task failed").with_source(e)
-                })??;
+        let target = tokio::task::spawn_blocking(move || {
+            let mut target = inner.resolver.resolve(&rel, sidecars.as_slice())?;
+            if let (true, Target::File(open)) = (prefetch, &mut target) {
+                open.prefetch(body::SMALL_BODY);
+            }
+            Ok::<_, Error>(target)
+        })
+        .await
+        .map_err(|e| Error::internal(ErrorKind::Io, "file lookup task failed").with_source(e))??;
 
         match target {
             Target::AddSlash => add_slash(uri),
@@ -177,6 +189,7 @@ async fn respond(
         modified,
         name,
         encoding,
+        contents,
     } = open;
     let validators = &Validators::new(modified, len, encoding, SystemTime::now());
     let mut response = match conditional::evaluate(headers, validators) {
@@ -194,6 +207,10 @@ async fn respond(
         }
         Precondition::Proceed => {
             let content_type = response::content_type(&name);
+            let file = match contents {
+                Some(contents) => FileOrContents::Contents(contents),
+                None => FileOrContents::File(file),
+            };
             whole_or_range(method, headers, file, len, validators, content_type).await?
         }
     };
@@ -212,11 +229,17 @@ async fn respond(
     Ok(response)
 }
 
+/// An opened file, or its contents when they were read on the lookup's trip.
+enum FileOrContents {
+    File(std::fs::File),
+    Contents(Vec<u8>),
+}
+
 /// Steps 4–5: the whole file, or the one range asked for (GET only).
 async fn whole_or_range(
     method: &Method,
     headers: &HeaderMap,
-    file: std::fs::File,
+    file: FileOrContents,
     len: u64,
     validators: &Validators,
     content_type: HeaderValue,
@@ -235,10 +258,28 @@ async fn whole_or_range(
         }
     };
 
-    let body = if method == Method::HEAD {
-        Body::Empty
-    } else {
-        body::file_body(file, start, count).await?
+    let body = match file {
+        _ if method == Method::HEAD => Body::Empty,
+        // Read whole on the lookup's trip; only a plain GET prefetches, so this is the whole
+        // file, but slice anyway rather than trust that.
+        FileOrContents::Contents(contents) if start == 0 && count == contents.len() as u64 => {
+            Body::full(contents)
+        }
+        FileOrContents::Contents(contents) => {
+            let range = usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(start + count).ok());
+            match range.and_then(|(from, to)| contents.get(from..to)) {
+                Some(slice) => Body::full(bytes::Bytes::copy_from_slice(slice)),
+                None => {
+                    return Err(Error::internal(
+                        ErrorKind::Io,
+                        "range outside the file read",
+                    ));
+                }
+            }
+        }
+        FileOrContents::File(file) => body::file_body(file, start, count).await?,
     };
     let mut response = Response::new(body);
     *response.status_mut() = status;

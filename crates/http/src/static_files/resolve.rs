@@ -63,6 +63,9 @@ pub(crate) struct OpenFile {
     pub(crate) name: PathBuf,
     /// The coding of the opened bytes: `Identity` for the file itself, else a sidecar's.
     pub(crate) encoding: Encoding,
+    /// The whole file, read on the same blocking-pool trip that opened it (see
+    /// [`OpenFile::prefetch`]); `None` when not asked for or too large.
+    pub(crate) contents: Option<Vec<u8>>,
 }
 
 impl OpenFile {
@@ -73,6 +76,28 @@ impl OpenFile {
             modified: meta.modified().ok(),
             name,
             encoding,
+            contents: None,
+        }
+    }
+
+    /// Read the whole file now if it is at most `limit` bytes. Called on the blocking pool
+    /// right after the lookup: a second trip to the pool (a thread wake-up and two context
+    /// switches) costs more than reading a page-cached file of this size, and was most of a
+    /// small file's serving time in `sluice bench` (docs/benchmarks.md). A short read (the
+    /// file shrank) leaves `contents` empty so the normal path reports it.
+    pub(crate) fn prefetch(&mut self, limit: u64) {
+        if self.len == 0 || self.len > limit {
+            return;
+        }
+        let mut buf = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
+        let read = std::io::Read::read_to_end(
+            &mut std::io::Read::take(&mut self.file, self.len),
+            &mut buf,
+        );
+        if read.is_ok() && buf.len() as u64 == self.len {
+            self.contents = Some(buf);
+        } else if std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(0)).is_err() {
+            tracing::debug!("cannot rewind a file after a short read");
         }
     }
 }
