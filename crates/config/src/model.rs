@@ -353,9 +353,15 @@ pub struct StaticFiles {
     /// Serve `file.zst` / `file.br` / `file.gz` beside a file to clients that accept that
     /// coding, most preferred first. Empty: off (the default).
     pub precompressed: Vec<SidecarCoding>,
+    /// Bytes of small files (each at most 256 KiB) kept in memory for this route, served
+    /// without touching the disk while they stay unchanged. 0: off.
+    pub memory_cache: u64,
 }
 
 impl StaticFiles {
+    /// The default of `memory_cache`: 32 MiB, about 400 pages of 75 KB.
+    pub const DEFAULT_MEMORY_CACHE: u64 = 32 * 1024 * 1024;
+
     pub fn new(root: PathBuf) -> Self {
         Self {
             root,
@@ -363,6 +369,7 @@ impl StaticFiles {
             strip_prefix: false,
             follow_symlinks_outside_root: false,
             precompressed: Vec::new(),
+            memory_cache: Self::DEFAULT_MEMORY_CACHE,
         }
     }
 }

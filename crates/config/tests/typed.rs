@@ -303,3 +303,25 @@ fn precompressed_is_a_switch_or_an_ordered_list() {
     assert_eq!(codings(", precompressed = true"), [Zstd, Br, Gzip]);
     assert_eq!(codings(r#", precompressed = ["gzip", "br"]"#), [Gzip, Br]);
 }
+
+#[test]
+fn memory_cache_is_a_size_and_zero_turns_it_off() {
+    let parse = |value: &str| {
+        let text = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
+        );
+        parse_str(&text, Path::new("sluice.toml")).map(|config| {
+            let Action::Static(files) = &config.routes[0].action else {
+                panic!("static")
+            };
+            files.memory_cache
+        })
+    };
+    assert_eq!(parse("").unwrap(), 32 << 20);
+    assert_eq!(parse(r#", memory_cache = "4MiB""#).unwrap(), 4 << 20);
+    assert_eq!(parse(", memory_cache = 0").unwrap(), 0);
+    let diagnostics = parse(r#", memory_cache = "lots""#).unwrap_err();
+    let d = diagnostics.iter().next().unwrap();
+    assert_eq!(d.key_path, "routes[0].static.memory_cache");
+    assert_eq!((d.line, d.column), (4, 41));
+}

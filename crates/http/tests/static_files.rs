@@ -17,6 +17,8 @@ type TestResult = Result<(), BoxError>;
 const SECRET: &str = "TOP-SECRET-CONTENT";
 #[path = "static_files/conditional.rs"]
 mod conditional;
+#[path = "static_files/memory_cache.rs"]
+mod memory_cache;
 #[path = "static_files/precompressed.rs"]
 mod precompressed;
 #[path = "static_files/range.rs"]

@@ -149,6 +149,7 @@ pub(crate) struct RawStatic {
     pub strip_prefix: Option<bool>,
     pub follow_symlinks_outside_root: Option<bool>,
     pub precompressed: Option<Spanned<BoolOrList>>,
+    pub memory_cache: Option<Spanned<Scalar>>,
 }
 
 /// `respond = { ... }`

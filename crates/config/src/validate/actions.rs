@@ -98,12 +98,19 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
         Some(value) => sidecar_codings(cx, &path.key("precompressed"), value),
         None => Vec::new(),
     };
+    let memory_cache = cx.size(
+        &path.key("memory_cache"),
+        raw.memory_cache.as_ref(),
+        StaticFiles::DEFAULT_MEMORY_CACHE,
+        0,
+    );
     Some(Action::Static(StaticFiles {
         root: root?,
         index,
         strip_prefix: raw.strip_prefix.unwrap_or(false),
         follow_symlinks_outside_root: raw.follow_symlinks_outside_root.unwrap_or(false),
         precompressed,
+        memory_cache,
     }))
 }
 

@@ -4,7 +4,7 @@
 //! # Why sluice owns this handler
 //! tower-http's `ServeDir` has no `ETag`, no `If-None-Match` / `If-Range`, and no containment of
 //! symbolic links, and it cannot give precompressed sidecars (`.br`, `.zst`, `.gz`) their own
-//! ETag; later work will serve hot small files from memory. So the handler is written here,
+//! ETag, and it has no memory cache for small hot files. So the handler is written here,
 //! with crates for the well-defined pieces: `mime_guess` (types), `httpdate` (dates),
 //! `http-range-header` (Range syntax) and `percent-encoding` (paths).
 //!
@@ -12,9 +12,11 @@
 //! 1. `path.rs`: method check (GET/HEAD, else 405), route prefix stripped, path decoded; any
 //!    `..`, NUL or invalid UTF-8 is a 400. `precompressed.rs`: with `precompressed` on, the
 //!    sidecar codings the client accepts, best first (`Accept-Encoding` negotiation).
-//! 2. `resolve.rs` (one trip to the blocking pool): canonicalise, contain symlinks, directory ->
-//!    301 to add `/` or its index file, open, `fstat` once; then one `lstat` per accepted coding
-//!    until a sidecar (`app.js.br` beside the canonical `app.js`, not older than it) is found.
+//! 2. `cache.rs`: a small file served recently and unchanged since (one `stat` says so) is
+//!    answered from memory, with no lookup. Otherwise `resolve.rs` (one trip to the blocking
+//!    pool): canonicalise, contain symlinks, directory -> 301 to add `/` or its index file,
+//!    open, `fstat` once; then one `lstat` per accepted coding until a sidecar (`app.js.br`
+//!    beside the canonical `app.js`, not older than it) is found.
 //! 3. `conditional.rs` (with `etag.rs` for entity-tag lists): validators and RFC 9110 §13.2.2
 //!    preconditions: 412 or 304. The ETag is nginx's strong `"<mtime secs hex>-<size hex>"`: it
 //!    changes when the file's mtime or size changes; a sidecar's adds its coding (`"…-br"`).
@@ -22,7 +24,8 @@
 //! 5. `body.rs`: the bytes, read whole up to 256 KiB or streamed in 64 KiB frames. A plain
 //!    GET (no Range, no If-None-Match / If-Modified-Since) reads a file of up to 256 KiB on
 //!    the lookup's trip to the blocking pool (step 2): one trip per request instead of two
-//!    or more, which was most of a small file's cost in `sluice bench`.
+//!    or more, which was most of a small file's cost in `sluice bench`. Those bytes then go
+//!    into the memory cache (step 2).
 //! 6. `response.rs`: `Content-Type` (by extension; a sidecar gets its original's) and the
 //!    body-less answers.
 //!
@@ -41,9 +44,10 @@
 //!
 //! Specs: RFC 9110 §8.8 (validators), §13 (conditional requests), §14 (range requests).
 //! Not implemented: `multipart/byteranges` (several ranges get the whole file with 200),
-//! directory listings, an open-file cache.
+//! directory listings, `sendfile` (files above 256 KiB are read in 64 KiB frames).
 
 mod body;
+mod cache;
 mod conditional;
 mod etag;
 mod path;
@@ -60,6 +64,7 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Response, StatusCode, Uri};
 use sluice_core::{Body, Error, ErrorKind};
 
+use cache::{Cached, FileCache};
 use conditional::{Precondition, Validators};
 use range::RangeDecision;
 use resolve::{OpenFile, Resolver, Target};
@@ -82,6 +87,8 @@ struct Inner {
     strip_prefix: bool,
     /// Sidecar codings served when accepted, most preferred first; empty: off.
     sidecars: Vec<Encoding>,
+    /// Small files kept in memory; `None` when the route turns it off.
+    cache: Option<FileCache>,
 }
 
 impl StaticFiles {
@@ -106,6 +113,7 @@ impl StaticFiles {
             route_prefix: route_prefix.to_owned(),
             strip_prefix: cfg.strip_prefix,
             sidecars: cfg.precompressed.iter().map(|&c| encoding_of(c)).collect(),
+            cache: FileCache::new(cfg.memory_cache, cache::REVALIDATE_AFTER),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -134,7 +142,31 @@ impl StaticFiles {
             .ok_or_else(|| Error::downstream(ErrorKind::NotFound, "not found"))?;
         let rel = path::to_rel_path(raw)?;
         let sidecars = precompressed::accepted(headers, &inner.sidecars);
+        let key = cache::Key { rel, sidecars };
+        let cached = inner.cache.as_ref().and_then(|cache| cache.get(&key));
+        let mut response = match cached {
+            Some(hit) => respond(method, headers, Representation::cached(&hit)).await?,
+            None => match self.look_up(method, headers, key).await? {
+                Some(representation) => respond(method, headers, representation).await?,
+                None => return add_slash(uri),
+            },
+        };
+        if !inner.sidecars.is_empty() {
+            // Another Accept-Encoding may get another variant of this file: caches must key on
+            // it, for the original and for 304s too (RFC 9110 §12.5.5).
+            add_vary(response.headers_mut());
+        }
+        Ok(response)
+    }
 
+    /// Step 2 on the blocking pool: the file for `key`, read whole when small and about to be
+    /// sent whole, and then kept in the memory cache. `None`: a directory without its slash.
+    async fn look_up(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        key: cache::Key,
+    ) -> Result<Option<Representation>, Error> {
         // A plain GET (no range, no validator that may make it a 304) almost always sends the
         // whole file: read a small one on the lookup's trip to the blocking pool.
         let prefetch = method == Method::GET
@@ -142,27 +174,61 @@ impl StaticFiles {
             && !headers.contains_key(header::IF_NONE_MATCH)
             && !headers.contains_key(header::IF_MODIFIED_SINCE);
         let inner = Arc::clone(&self.inner);
-        let target = tokio::task::spawn_blocking(move || {
-            let mut target = inner.resolver.resolve(&rel, sidecars.as_slice())?;
+        let (key, target) = tokio::task::spawn_blocking(move || {
+            let mut target = inner.resolver.resolve(&key.rel, key.sidecars.as_slice())?;
             if let (true, Target::File(open)) = (prefetch, &mut target) {
                 open.prefetch(body::SMALL_BODY);
             }
-            Ok::<_, Error>(target)
+            Ok::<_, Error>((key, target))
         })
         .await
         .map_err(|e| Error::internal(ErrorKind::Io, "file lookup task failed").with_source(e))??;
 
-        match target {
-            Target::AddSlash => add_slash(uri),
-            Target::File(open) => {
-                let mut response = respond(method, headers, open).await?;
-                if !self.inner.sidecars.is_empty() {
-                    // Another Accept-Encoding may get another variant of this file: caches
-                    // must key on it, for the original and for 304s too (RFC 9110 §12.5.5).
-                    add_vary(response.headers_mut());
-                }
-                Ok(response)
-            }
+        let open = match target {
+            Target::AddSlash => return Ok(None),
+            Target::File(open) => open,
+        };
+        let content_type = response::content_type(&open.name);
+        if let Some(cache) = &self.inner.cache {
+            cache.insert(key, &open, &content_type);
+        }
+        Ok(Some(Representation::opened(open, content_type)))
+    }
+}
+
+/// A file's bytes (opened, or in memory) and what describes them.
+struct Representation {
+    body: FileOrContents,
+    len: u64,
+    modified: Option<SystemTime>,
+    /// `Identity`, or the coding of a precompressed sidecar.
+    encoding: Encoding,
+    /// The original's type, also for a sidecar.
+    content_type: HeaderValue,
+}
+
+impl Representation {
+    fn opened(open: OpenFile, content_type: HeaderValue) -> Self {
+        let body = match open.contents {
+            Some(contents) => FileOrContents::Contents(contents),
+            None => FileOrContents::File(open.file),
+        };
+        Self {
+            body,
+            len: open.len,
+            modified: open.modified,
+            encoding: open.encoding,
+            content_type,
+        }
+    }
+
+    fn cached(hit: &Cached) -> Self {
+        Self {
+            body: FileOrContents::Contents(hit.contents.clone()),
+            len: hit.contents.len() as u64,
+            modified: hit.modified,
+            encoding: hit.encoding,
+            content_type: hit.content_type.clone(),
         }
     }
 }
@@ -176,21 +242,20 @@ fn encoding_of(coding: sluice_config::SidecarCoding) -> Encoding {
     }
 }
 
-/// Steps 3–5 for an opened regular file, or for the precompressed sidecar chosen for it: then
-/// every validator, precondition and range refers to the sidecar's (encoded) bytes.
+/// Steps 3–5 for a regular file, or for the precompressed sidecar chosen for it: then every
+/// validator, precondition and range refers to the sidecar's (encoded) bytes.
 async fn respond(
     method: &Method,
     headers: &HeaderMap,
-    open: OpenFile,
+    file: Representation,
 ) -> Result<Response<Body>, Error> {
-    let OpenFile {
-        file,
+    let Representation {
+        body,
         len,
         modified,
-        name,
         encoding,
-        contents,
-    } = open;
+        content_type,
+    } = file;
     let validators = &Validators::new(modified, len, encoding, SystemTime::now());
     let mut response = match conditional::evaluate(headers, validators) {
         Precondition::Failed => return Ok(response::empty(StatusCode::PRECONDITION_FAILED)),
@@ -199,19 +264,13 @@ async fn respond(
             let mut response = response::empty(StatusCode::NOT_MODIFIED);
             response::set_validators(&mut response, validators);
             // What the 200 would be, so compression gives the 304 the same ETag and Vary.
-            response.extensions_mut().insert(NotModifiedOf {
-                content_type: response::content_type(&name),
-                len,
-            });
+            response
+                .extensions_mut()
+                .insert(NotModifiedOf { content_type, len });
             response
         }
         Precondition::Proceed => {
-            let content_type = response::content_type(&name);
-            let file = match contents {
-                Some(contents) => FileOrContents::Contents(contents),
-                None => FileOrContents::File(file),
-            };
-            whole_or_range(method, headers, file, len, validators, content_type).await?
+            whole_or_range(method, headers, body, len, validators, content_type).await?
         }
     };
     if encoding != Encoding::Identity {
@@ -229,10 +288,10 @@ async fn respond(
     Ok(response)
 }
 
-/// An opened file, or its contents when they were read on the lookup's trip.
+/// An opened file, or its contents (read on the lookup's trip, or from the memory cache).
 enum FileOrContents {
     File(std::fs::File),
-    Contents(Vec<u8>),
+    Contents(bytes::Bytes),
 }
 
 /// Steps 4–5: the whole file, or the one range asked for (GET only).
@@ -260,8 +319,7 @@ async fn whole_or_range(
 
     let body = match file {
         _ if method == Method::HEAD => Body::Empty,
-        // Read whole on the lookup's trip; only a plain GET prefetches, so this is the whole
-        // file, but slice anyway rather than trust that.
+        // In memory: the whole file, or a range of it (a cache hit), shared, not copied.
         FileOrContents::Contents(contents) if start == 0 && count == contents.len() as u64 => {
             Body::full(contents)
         }
@@ -269,8 +327,8 @@ async fn whole_or_range(
             let range = usize::try_from(start)
                 .ok()
                 .zip(usize::try_from(start + count).ok());
-            match range.and_then(|(from, to)| contents.get(from..to)) {
-                Some(slice) => Body::full(bytes::Bytes::copy_from_slice(slice)),
+            match range.filter(|&(from, to)| from <= to && to <= contents.len()) {
+                Some((from, to)) => Body::full(contents.slice(from..to)),
                 None => {
                     return Err(Error::internal(
                         ErrorKind::Io,

@@ -20,7 +20,7 @@ use percent_encoding::percent_decode_str;
 use sluice_core::{Error, ErrorKind};
 
 /// A request path, decoded and checked: safe to join onto the root.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RelPath {
     /// Only normal components; empty for the root itself.
     pub(crate) path: PathBuf,

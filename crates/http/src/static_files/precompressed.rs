@@ -12,7 +12,7 @@ use crate::encoding::{Encoding, Negotiated, negotiate_headers};
 const MAX: usize = 3;
 
 /// The acceptable sidecar codings of one request, best first.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Accepted {
     codings: [Encoding; MAX],
     len: usize,

@@ -35,6 +35,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use bytes::Bytes;
 use sluice_core::{Error, ErrorKind};
 
 use super::path::RelPath;
@@ -65,11 +66,71 @@ pub(crate) struct OpenFile {
     pub(crate) encoding: Encoding,
     /// The whole file, read on the same blocking-pool trip that opened it (see
     /// [`OpenFile::prefetch`]); `None` when not asked for or too large.
-    pub(crate) contents: Option<Vec<u8>>,
+    pub(crate) contents: Option<Bytes>,
+    /// What the memory cache checks before serving these bytes again without a lookup: the
+    /// opened file (canonical path), for a sidecar its original, and every sidecar tried and
+    /// passed over (missing, stale, not a file), each as it was found.
+    pub(crate) probes: Vec<Probe>,
+}
+
+/// A canonical path and what was found there: a file's identity, or nothing.
+#[derive(Debug, Clone)]
+pub(crate) struct Probe {
+    pub(crate) path: PathBuf,
+    pub(crate) found: Option<FileStamp>,
+}
+
+impl Probe {
+    /// Look at `path` now (one `stat`, following links).
+    pub(crate) fn take(path: PathBuf) -> Self {
+        let found = std::fs::metadata(&path)
+            .ok()
+            .map(|meta| FileStamp::of(&meta));
+        Self { path, found }
+    }
+
+    /// `path` still holds what it held when probed: the same file, unchanged, or still nothing.
+    pub(crate) fn is_current(&self) -> bool {
+        match std::fs::metadata(&self.path) {
+            Ok(meta) => self.found == Some(FileStamp::of(&meta)),
+            Err(_) => self.found.is_none(),
+        }
+    }
+}
+
+/// What identifies one version of a file without reading it: device and inode (a file replaced
+/// by `rename`, as deploys do, has a new one), size, and modification and change times to the
+/// nanosecond (an edit in place changes both; `ctime` cannot be set back by `touch -d`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+    changed: (i64, i64),
+}
+
+impl FileStamp {
+    pub(crate) fn of(meta: &Metadata) -> Self {
+        #[cfg(unix)]
+        let (dev, ino, changed) = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino(), (meta.ctime(), meta.ctime_nsec()))
+        };
+        #[cfg(not(unix))]
+        let (dev, ino, changed) = (0, 0, (0, 0));
+        Self {
+            dev,
+            ino,
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            changed,
+        }
+    }
 }
 
 impl OpenFile {
-    fn new(file: File, meta: &Metadata, name: PathBuf, encoding: Encoding) -> Self {
+    fn new(file: File, meta: &Metadata, name: PathBuf, encoding: Encoding, path: PathBuf) -> Self {
         Self {
             file,
             len: meta.len(),
@@ -77,6 +138,10 @@ impl OpenFile {
             name,
             encoding,
             contents: None,
+            probes: vec![Probe {
+                path,
+                found: Some(FileStamp::of(meta)),
+            }],
         }
     }
 
@@ -95,7 +160,7 @@ impl OpenFile {
             &mut buf,
         );
         if read.is_ok() && buf.len() as u64 == self.len {
-            self.contents = Some(buf);
+            self.contents = Some(Bytes::from(buf));
         } else if std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(0)).is_err() {
             tracing::debug!("cannot rewind a file after a short read");
         }
@@ -169,23 +234,43 @@ impl Resolver {
         meta: &Metadata,
         sidecars: &[Encoding],
     ) -> OpenFile {
+        let mut passed_over = Vec::new();
         for &encoding in sidecars {
             let Some(extension) = encoding.extension() else {
                 continue;
             };
             let mut path = canonical.as_os_str().to_owned();
             path.push(extension);
-            match self.open_sidecar(Path::new(&path), meta) {
-                Ok(Some((file, meta))) => return OpenFile::new(file, &meta, requested, encoding),
+            let path = PathBuf::from(path);
+            match self.open_sidecar(&path, meta) {
+                Ok(Some((file, sidecar_meta, sidecar_path))) => {
+                    let mut open =
+                        OpenFile::new(file, &sidecar_meta, requested, encoding, sidecar_path);
+                    open.probes.push(Probe {
+                        path: canonical.to_path_buf(),
+                        found: Some(FileStamp::of(meta)),
+                    });
+                    open.probes.extend(passed_over);
+                    return open;
+                }
                 Ok(None) => {}
                 Err(e) => tracing::debug!(
-                    sidecar = %Path::new(&path).display(),
+                    sidecar = %path.display(),
                     error = %e,
                     "cannot use a precompressed sidecar; trying the next coding"
                 ),
             }
+            passed_over.push(Probe::take(path));
         }
-        OpenFile::new(file, meta, requested, Encoding::Identity)
+        let mut open = OpenFile::new(
+            file,
+            meta,
+            requested,
+            Encoding::Identity,
+            canonical.to_path_buf(),
+        );
+        open.probes.extend(passed_over);
+        open
     }
 
     /// The sidecar at `path`, opened, if it is a contained regular file no older than the
@@ -194,7 +279,7 @@ impl Resolver {
         &self,
         path: &Path,
         original: &Metadata,
-    ) -> io::Result<Option<(File, Metadata)>> {
+    ) -> io::Result<Option<(File, Metadata, PathBuf)>> {
         let link = match std::fs::symlink_metadata(path) {
             Ok(link) => link,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -220,7 +305,7 @@ impl Resolver {
         if !meta.is_file() || is_stale(&meta, original) {
             return Ok(None);
         }
-        Ok(Some((file, meta)))
+        Ok(Some((file, meta, target)))
     }
 
     /// `path` canonicalised, if it is allowed: inside the root or links may leave it.

@@ -1,0 +1,155 @@
+//! The memory cache of small files (on by default): a hit answers exactly as a lookup would,
+//! and any change to a file the lookup looked at is served by the very next request.
+
+use super::*;
+use sluice_config::SidecarCoding;
+
+/// A route with the cache turned off, to compare against.
+fn uncached_route(site: &Site) -> Result<StaticFiles, BoxError> {
+    site.route(|c| c.memory_cache = 0)
+}
+
+/// Everything a client sees of a reply except the `Date`-like parts (there are none here).
+fn seen(reply: &Reply) -> (StatusCode, Vec<(String, String)>, Bytes) {
+    let mut headers: Vec<(String, String)> = (reply.headers.iter())
+        .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+        .collect();
+    headers.sort();
+    (reply.status, headers, reply.body.clone())
+}
+
+/// Rewrite `root/rel` in place (same inode) keeping the fixed mtime: only ctime and the bytes
+/// change, as with an editor that preserves times or a fast second edit.
+fn edit_in_place(site: &Site, rel: &str, content: &[u8]) -> Result<(), BoxError> {
+    use std::io::Write;
+    let path = site.root.join(rel);
+    let mut file = fs::File::options().write(true).truncate(true).open(&path)?;
+    file.write_all(content)?;
+    file.set_modified(UNIX_EPOCH + Duration::from_secs(MTIME_SECS))?;
+    Ok(())
+}
+
+/// A method, a target and request headers.
+type Case<'a> = (Method, &'a str, Vec<(&'static str, &'a str)>);
+
+#[tokio::test]
+async fn hits_answer_every_request_as_a_lookup_would() -> TestResult {
+    let site = Site::new()?;
+    let page: Vec<u8> = (0..70_000u32)
+        .map(|i| b"<p>hello</p>\n"[i as usize % 13])
+        .collect();
+    site.file("index.html", &page)?;
+    let cached = site.default_route()?;
+    let uncached = uncached_route(&site)?;
+    let etag = etag_of(page.len() as u64);
+
+    let requests: Vec<Case<'_>> = vec![
+        (Method::GET, "/index.html", vec![]), // fills the cache
+        (Method::GET, "/index.html", vec![]),
+        (Method::GET, "/", vec![]),
+        (Method::GET, "/", vec![]),
+        (Method::HEAD, "/index.html", vec![]),
+        (Method::GET, "/index.html", vec![("if-none-match", &etag)]),
+        (Method::GET, "/index.html", vec![("if-match", "\"other\"")]),
+        (Method::GET, "/index.html", vec![("range", "bytes=100-199")]),
+        (Method::GET, "/index.html", vec![("range", "bytes=-10")]),
+        (Method::GET, "/index.html", vec![("range", "bytes=70000-")]),
+        (
+            Method::GET,
+            "/index.html",
+            vec![("range", "bytes=0-9"), ("if-range", "\"stale\"")],
+        ),
+        (
+            Method::GET,
+            "/index.html",
+            vec![("if-modified-since", LAST_MODIFIED)],
+        ),
+    ];
+    for (method, uri, headers) in &requests {
+        let hit = request(&cached, method.clone(), uri, headers).await?;
+        let lookup = request(&uncached, method.clone(), uri, headers).await?;
+        let (hit, lookup) = (
+            hit.map_err(|k| format!("{k:?}"))?,
+            lookup.map_err(|k| format!("{k:?}"))?,
+        );
+        assert_eq!(seen(&hit), seen(&lookup), "{method} {uri} {headers:?}");
+        if hit.status == StatusCode::OK && *method == Method::GET {
+            assert_eq!(hit.frames, 1, "{method} {uri} {headers:?}");
+        }
+    }
+    let range = get(&cached, "/index.html", &[("range", "bytes=100-199")]).await?;
+    assert_eq!(range.status, StatusCode::PARTIAL_CONTENT);
+    assert!(range.body == page[100..200], "cached range differs");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_edit_in_place_with_the_same_size_and_mtime_is_served_at_once() -> TestResult {
+    let site = Site::new()?;
+    let files = site.default_route()?;
+    assert_eq!(get(&files, "/hello.txt", &[]).await?.body, HELLO);
+    let edited = HELLO.to_uppercase();
+    edit_in_place(&site, "hello.txt", edited.as_bytes())?;
+    assert_eq!(get(&files, "/hello.txt", &[]).await?.body, edited);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_file_replaced_by_rename_is_served_at_once() -> TestResult {
+    let site = Site::new()?;
+    let files = site.default_route()?;
+    assert_eq!(get(&files, "/hello.txt", &[]).await?.body, HELLO);
+    let staged = site.file("hello.txt.new", b"the new release")?;
+    fs::rename(staged, site.root.join("hello.txt"))?;
+    let reply = get(&files, "/hello.txt", &[]).await?;
+    assert_eq!(reply.body, "the new release");
+    assert_eq!(reply.header(header::CONTENT_LENGTH), Some("15"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deleted_file_is_404_at_once() -> TestResult {
+    let site = Site::new()?;
+    let files = site.default_route()?;
+    assert_eq!(get(&files, "/hello.txt", &[]).await?.status, StatusCode::OK);
+    fs::remove_file(site.root.join("hello.txt"))?;
+    assert_eq!(get_err(&files, "/hello.txt").await?, ErrorKind::NotFound);
+    Ok(())
+}
+
+#[tokio::test]
+async fn sidecars_that_appear_change_or_go_stale_are_seen_at_once() -> TestResult {
+    let site = Site::new()?;
+    let original = "x".repeat(4096);
+    site.file("app.js", original.as_bytes())?;
+    let files = site.route(|c| c.precompressed = vec![SidecarCoding::Gzip])?;
+    let gzip = [("accept-encoding", "gzip")];
+
+    // No sidecar yet: the original, cached under this Accept-Encoding.
+    let reply = get(&files, "/app.js", &gzip).await?;
+    assert_eq!(reply.header(header::CONTENT_ENCODING), None);
+
+    // `sluice precompress` writes one (newer than the original): served by the next request.
+    let gz = gzip_of(original.as_bytes())?;
+    fs::write(site.root.join("app.js.gz"), &gz)?;
+    let reply = get(&files, "/app.js", &gzip).await?;
+    assert_eq!(reply.header(header::CONTENT_ENCODING), Some("gzip"));
+    assert!(reply.body == gz, "the new sidecar's bytes");
+
+    // The original is edited after compressing: its sidecar is stale from the next request on.
+    let newer = fs::File::options()
+        .write(true)
+        .open(site.root.join("app.js"))?;
+    newer.set_modified(std::time::SystemTime::now() + Duration::from_secs(60))?;
+    let reply = get(&files, "/app.js", &gzip).await?;
+    assert_eq!(reply.header(header::CONTENT_ENCODING), None);
+    assert_eq!(reply.body, original);
+    Ok(())
+}
+
+fn gzip_of(input: &[u8]) -> Result<Vec<u8>, BoxError> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(input)?;
+    Ok(encoder.finish()?)
+}
