@@ -14,19 +14,23 @@
 //! the file that lookup served (the file, a sidecar, or a directory's index), each at most
 //! [`super::body::SMALL_BODY`], with its validators and `Content-Type`.
 //!
-//! Before every hit, a `stat` on the worker thread compares each file the lookup looked at with
-//! what it found then: the served file, for a sidecar its original, and each better sidecar it
-//! passed over (missing, stale). A file's stamp is its inode, size, mtime and ctime to the
-//! nanosecond, so an edit in place, an atomic `rename` deploy, a new or refreshed sidecar, or a
-//! deleted file is seen by the next request, exactly as without the cache. The `stat`s run
-//! inline, as every nginx file access does: these paths were looked at less than
-//! [`REVALIDATE_AFTER`] ago, so they are in the kernel's dentry cache. What they cannot see (a
-//! new index file earlier in `index`, a symbolic link in the path re-pointed) is seen once the
-//! entry is older than [`REVALIDATE_AFTER`] (1 s): the next request does the full lookup.
+//! Before every hit, a `stat` on the worker thread compares each path the lookup looked at with
+//! what it found then: the served file (as requested, through any symbolic link, and as
+//! opened), for a sidecar its original, each better sidecar passed over (missing, stale) and
+//! each index name tried before the one served. A file's stamp is its inode, size, mtime and
+//! ctime to the nanosecond, so an edit in place, an atomic `rename` deploy, a re-pointed or
+//! removed link, a new or refreshed sidecar or index file, a `chmod`, or a deleted file is seen
+//! by the next request, exactly as without the cache. The `stat`s run inline, as every nginx
+//! file access does: these paths were looked at less than [`REVALIDATE_AFTER`] ago, so they are
+//! in the kernel's dentry cache. A change a `stat` of these paths cannot see (a directory on
+//! the way made unreadable) is seen once the entry is older than [`REVALIDATE_AFTER`] (1 s):
+//! the next request then does the full lookup. On a network file system, where a `stat` may
+//! block, turn the cache off (`memory_cache = 0`).
 //!
-//! Only plain GETs fill the cache (they read the whole file anyway); any GET or HEAD, with
-//! validators or a Range, is answered from an entry. Errors (404, 403) are not cached.
-//! Bounded by bytes (`memory_cache` of the route, 32 MiB by default; 0 turns it off), evicted
+//! Any GET or HEAD that looks a small file up fills the cache (the file is read on the same
+//! trip to the pool), and any GET or HEAD, with validators or a Range, is answered from an
+//! entry. Errors (404, 403) and redirects are not cached.
+//! Bounded by bytes (`memory_cache`, per static route, 32 MiB by default; 0 turns it off), evicted
 //! by quick_cache's S3-FIFO, which keeps a one-off scan of many files from flushing the hot
 //! ones. quick_cache rather than moka: its hit is a hash lookup under a sharded lock, with no
 //! access log to drain, and TTL (which moka adds) is not needed since every hit is checked.
@@ -118,7 +122,8 @@ impl FileCache {
         let current = entry.read_at.elapsed() < self.revalidate_after
             && entry.probes.iter().all(Probe::is_current);
         if !current {
-            self.entries.remove(key);
+            // Unless another request has just put a fresh entry in its place.
+            self.entries.remove_if(key, |v| Arc::ptr_eq(v, &entry));
             return None;
         }
         Some(entry)

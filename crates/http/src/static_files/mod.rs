@@ -168,11 +168,13 @@ impl StaticFiles {
         key: cache::Key,
     ) -> Result<Option<Representation>, Error> {
         // A plain GET (no range, no validator that may make it a 304) almost always sends the
-        // whole file: read a small one on the lookup's trip to the blocking pool.
-        let prefetch = method == Method::GET
-            && !headers.contains_key(header::RANGE)
-            && !headers.contains_key(header::IF_NONE_MATCH)
-            && !headers.contains_key(header::IF_MODIFIED_SINCE);
+        // whole file: read a small one on the lookup's trip to the blocking pool. With the
+        // memory cache on, read it for any request: the next ones are then served from memory.
+        let prefetch = self.inner.cache.is_some()
+            || (method == Method::GET
+                && !headers.contains_key(header::RANGE)
+                && !headers.contains_key(header::IF_NONE_MATCH)
+                && !headers.contains_key(header::IF_MODIFIED_SINCE));
         let inner = Arc::clone(&self.inner);
         let (key, target) = tokio::task::spawn_blocking(move || {
             let mut target = inner.resolver.resolve(&key.rel, key.sidecars.as_slice())?;

@@ -167,6 +167,14 @@ impl OpenFile {
     }
 }
 
+/// What a sidecar lookup found.
+enum Sidecar {
+    /// A contained regular file, not stale: served.
+    Usable(File, Metadata),
+    /// Nothing (`None`), or something not served (stale, not a file, a link out of the root).
+    Unusable(Option<FileStamp>),
+}
+
 /// The file-system side of a static route.
 #[derive(Debug)]
 pub(crate) struct Resolver {
@@ -188,7 +196,7 @@ impl Resolver {
             if !rel.trailing_slash {
                 return Ok(Target::AddSlash);
             }
-            return self.index_of(&canonical, sidecars);
+            return self.index_of(&requested, &canonical, sidecars);
         }
         if rel.trailing_slash || !meta.is_file() {
             // `/file.txt/` names a directory that does not exist (as `open(2)` says with
@@ -201,24 +209,35 @@ impl Resolver {
         ))
     }
 
-    /// The first index file of `dir` that exists; 404 if none (no directory listings).
-    fn index_of(&self, dir: &Path, sidecars: &[Encoding]) -> Result<Target, Error> {
+    /// The first index file of the directory `requested` (canonical: `canonical`) that exists;
+    /// 404 if none (no directory listings). Names tried before it are probes: one appearing
+    /// later would be served instead.
+    fn index_of(
+        &self,
+        requested: &Path,
+        canonical: &Path,
+        sidecars: &[Encoding],
+    ) -> Result<Target, Error> {
+        let mut skipped = Vec::new();
         for index in &self.index {
-            let requested = dir.join(index);
-            let found = self.contained(&requested).and_then(|canonical| {
-                let meta = std::fs::metadata(&canonical).map_err(io_error)?;
-                if !meta.is_file() {
-                    return Err(not_found());
-                }
-                open_regular(&canonical).map(|(file, meta)| (canonical, file, meta))
-            });
+            let requested = requested.join(index);
+            let found = self
+                .contained(&canonical.join(index))
+                .and_then(|canonical| {
+                    let meta = std::fs::metadata(&canonical).map_err(io_error)?;
+                    if !meta.is_file() {
+                        return Err(not_found());
+                    }
+                    open_regular(&canonical).map(|(file, meta)| (canonical, file, meta))
+                });
             match found {
                 Ok((canonical, file, meta)) => {
-                    let open = self.variant(&canonical, requested, file, &meta, sidecars);
+                    let mut open = self.variant(&canonical, requested, file, &meta, sidecars);
+                    open.probes.extend(skipped);
                     return Ok(Target::File(open));
                 }
                 // Try the next name; a real failure (permissions, I/O) is reported as is.
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => skipped.push(Probe::take(requested)),
                 Err(e) => return Err(e),
             }
         }
@@ -226,6 +245,8 @@ impl Resolver {
     }
 
     /// The first usable sidecar of the opened original at `canonical`, else the original.
+    /// The probes: the file served, as requested (a symbolic link on the way may be re-pointed
+    /// or removed) and as opened; for a sidecar its original; every sidecar passed over.
     fn variant(
         &self,
         canonical: &Path,
@@ -234,7 +255,14 @@ impl Resolver {
         meta: &Metadata,
         sidecars: &[Encoding],
     ) -> OpenFile {
-        let mut passed_over = Vec::new();
+        let stamp = FileStamp::of(meta);
+        let mut probes = Vec::new();
+        if requested != canonical {
+            probes.push(Probe {
+                path: requested.clone(),
+                found: Some(stamp),
+            });
+        }
         for &encoding in sidecars {
             let Some(extension) = encoding.extension() else {
                 continue;
@@ -243,24 +271,25 @@ impl Resolver {
             path.push(extension);
             let path = PathBuf::from(path);
             match self.open_sidecar(&path, meta) {
-                Ok(Some((file, sidecar_meta, sidecar_path))) => {
-                    let mut open =
-                        OpenFile::new(file, &sidecar_meta, requested, encoding, sidecar_path);
+                Ok(Sidecar::Usable(file, sidecar_meta)) => {
+                    let mut open = OpenFile::new(file, &sidecar_meta, requested, encoding, path);
                     open.probes.push(Probe {
                         path: canonical.to_path_buf(),
-                        found: Some(FileStamp::of(meta)),
+                        found: Some(stamp),
                     });
-                    open.probes.extend(passed_over);
+                    open.probes.extend(probes);
                     return open;
                 }
-                Ok(None) => {}
-                Err(e) => tracing::debug!(
-                    sidecar = %path.display(),
-                    error = %e,
-                    "cannot use a precompressed sidecar; trying the next coding"
-                ),
+                Ok(Sidecar::Unusable(found)) => probes.push(Probe { path, found }),
+                Err(e) => {
+                    tracing::debug!(
+                        sidecar = %path.display(),
+                        error = %e,
+                        "cannot use a precompressed sidecar; trying the next coding"
+                    );
+                    probes.push(Probe::take(path));
+                }
             }
-            passed_over.push(Probe::take(path));
         }
         let mut open = OpenFile::new(
             file,
@@ -269,43 +298,38 @@ impl Resolver {
             Encoding::Identity,
             canonical.to_path_buf(),
         );
-        open.probes.extend(passed_over);
+        open.probes.extend(probes);
         open
     }
 
     /// The sidecar at `path`, opened, if it is a contained regular file no older than the
-    /// original. `Ok(None)` when there is none (the common case: one `lstat`).
-    fn open_sidecar(
-        &self,
-        path: &Path,
-        original: &Metadata,
-    ) -> io::Result<Option<(File, Metadata, PathBuf)>> {
+    /// original. Else what is there, as a probe sees it (the common case: nothing, one `lstat`).
+    fn open_sidecar(&self, path: &Path, original: &Metadata) -> io::Result<Sidecar> {
         let link = match std::fs::symlink_metadata(path) {
             Ok(link) => link,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Sidecar::Unusable(None)),
             Err(e) => return Err(e),
         };
         let target = if link.is_symlink() {
             // Rare: a deploy that links sidecars. Contain it like a requested path, and check
             // the type before `open` (a FIFO would block).
-            let Ok(canonical) = self.contained(path) else {
-                return Ok(None);
-            };
-            if !std::fs::metadata(&canonical)?.is_file() {
-                return Ok(None);
+            let target = std::fs::metadata(path)?;
+            let contained = self.contained(path);
+            match contained {
+                Ok(canonical) if target.is_file() => canonical,
+                _ => return Ok(Sidecar::Unusable(Some(FileStamp::of(&target)))),
             }
-            canonical
         } else if link.is_file() {
             path.to_path_buf()
         } else {
-            return Ok(None);
+            return Ok(Sidecar::Unusable(Some(FileStamp::of(&link))));
         };
         let file = File::open(&target)?;
         let meta = file.metadata()?;
         if !meta.is_file() || is_stale(&meta, original) {
-            return Ok(None);
+            return Ok(Sidecar::Unusable(Some(FileStamp::of(&meta))));
         }
-        Ok(Some((file, meta, target)))
+        Ok(Sidecar::Usable(file, meta))
     }
 
     /// `path` canonicalised, if it is allowed: inside the root or links may leave it.

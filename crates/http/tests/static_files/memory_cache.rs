@@ -153,3 +153,88 @@ fn gzip_of(input: &[u8]) -> Result<Vec<u8>, BoxError> {
     encoder.write_all(input)?;
     Ok(encoder.finish()?)
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_removed_or_repointed_file_link_is_seen_at_once() -> TestResult {
+    use std::os::unix::fs::symlink;
+    let site = Site::new()?;
+    site.file("v1.txt", b"version one")?;
+    site.file("v2.txt", b"version two")?;
+    symlink("v1.txt", site.root.join("app.txt"))?;
+    let files = site.default_route()?;
+    assert_eq!(get(&files, "/app.txt", &[]).await?.body, "version one");
+
+    // Re-pointed atomically, as deploys do.
+    symlink("v2.txt", site.root.join("app.txt.tmp"))?;
+    fs::rename(site.root.join("app.txt.tmp"), site.root.join("app.txt"))?;
+    assert_eq!(get(&files, "/app.txt", &[]).await?.body, "version two");
+
+    fs::remove_file(site.root.join("app.txt"))?;
+    assert_eq!(get_err(&files, "/app.txt").await?, ErrorKind::NotFound);
+    Ok(())
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_repointed_directory_link_is_seen_at_once() -> TestResult {
+    use std::os::unix::fs::symlink;
+    let site = Site::new()?;
+    site.file("releases/1/app.js", b"release one")?;
+    site.file("releases/1/index.html", b"index one")?;
+    site.file("releases/2/app.js", b"release two")?;
+    site.file("releases/2/index.html", b"index two")?;
+    symlink("releases/1", site.root.join("current"))?;
+    let files = site.default_route()?;
+    assert_eq!(
+        get(&files, "/current/app.js", &[]).await?.body,
+        "release one"
+    );
+    assert_eq!(get(&files, "/current/", &[]).await?.body, "index one");
+
+    symlink("releases/2", site.root.join("current.tmp"))?;
+    fs::rename(site.root.join("current.tmp"), site.root.join("current"))?;
+    assert_eq!(
+        get(&files, "/current/app.js", &[]).await?.body,
+        "release two"
+    );
+    assert_eq!(get(&files, "/current/", &[]).await?.body, "index two");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_index_file_earlier_in_the_list_is_served_once_it_appears() -> TestResult {
+    let site = Site::new()?;
+    site.file("docs/index.htm", b"the old index")?;
+    let files = site.route(|c| c.index = vec!["index.html".into(), "index.htm".into()])?;
+    assert_eq!(get(&files, "/docs/", &[]).await?.body, "the old index");
+    site.file("docs/index.html", b"the new index")?;
+    let reply = get(&files, "/docs/", &[]).await?;
+    assert_eq!(reply.body, "the new index");
+    assert_eq!(
+        reply.header(header::CONTENT_TYPE),
+        Some("text/html; charset=utf-8")
+    );
+    Ok(())
+}
+
+/// Revalidations (HEAD, Range, If-None-Match) fill the cache too, and a HEAD from memory still
+/// has the GET's length and no body.
+#[tokio::test]
+async fn any_request_fills_the_cache_and_head_stays_bodiless() -> TestResult {
+    let site = Site::new()?;
+    let files = site.default_route()?;
+    let uncached = uncached_route(&site)?;
+    for _ in 0..2 {
+        let head = request(&files, Method::HEAD, "/hello.txt", &[]).await?;
+        let head = head.map_err(|k| format!("{k:?}"))?;
+        assert_eq!(head.status, StatusCode::OK);
+        assert!(head.body.is_empty());
+        assert_eq!(head.header(header::CONTENT_LENGTH), Some("36"));
+    }
+    let range = get(&files, "/hello.txt", &[("range", "bytes=10-12")]).await?;
+    assert_eq!(range.body, "abc");
+    let lookup = get(&uncached, "/hello.txt", &[("range", "bytes=10-12")]).await?;
+    assert_eq!(seen(&range), seen(&lookup));
+    Ok(())
+}
