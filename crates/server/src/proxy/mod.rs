@@ -90,12 +90,19 @@ impl ProxyHandler {
         if matches!(body, Body::Stream(_)) && body.size_hint().exact().is_none() {
             body = self.settle_empty(&parts.method, body).await?;
         }
-        if let Some(limits) = self.route.decompress_requests
-            && !matches!(body, Body::Empty)
-        {
-            match self.decompressed(&mut parts.headers, body, limits) {
-                Ok(decoded) => body = decoded,
-                Err(refusal) => return Ok(*refusal),
+        if let Some(limits) = self.route.decompress_requests {
+            if matches!(body, Body::Empty) {
+                // Nothing to decode, but the upstream is promised decoded bodies: an empty one
+                // in a coding we would have decoded goes as empty identity, not as empty "gzip"
+                // (which a strict gunzip rejects). Content-Length (0, if sent) stays true.
+                if let Ok(Some(_)) = decompress::plan(&parts.headers) {
+                    parts.headers.remove(header::CONTENT_ENCODING);
+                }
+            } else {
+                match self.decompressed(&mut parts.headers, body, limits) {
+                    Ok(decoded) => body = decoded,
+                    Err(refusal) => return Ok(*refusal),
+                }
             }
         }
         let host = client_host(&parts);

@@ -97,6 +97,25 @@ async fn corrupt_data_is_a_400_and_an_unknown_coding_a_415() {
     );
 }
 
+/// Clients send `Content-Encoding` on empty bodies too; the upstream still gets what the route
+/// promises, a decoded (identity) body, so no `Content-Encoding` with nothing to decode.
+#[tokio::test]
+async fn an_empty_body_in_a_supported_coding_reaches_the_origin_without_it() {
+    let origin = start_origin(None).await;
+    let server = server(origin.addr, "decompress_requests = {}").await;
+    let (status, _, body) = post(&server, "gzip", Vec::new()).await;
+    assert_eq!(status, 200);
+    let info: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(info["body_length"], 0);
+    let names: Vec<&str> = info["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap())
+        .collect();
+    assert!(!names.contains(&"content-encoding"), "{names:?}");
+}
+
 #[tokio::test]
 async fn without_the_option_the_body_is_forwarded_as_is() {
     let origin = start_origin(None).await;
