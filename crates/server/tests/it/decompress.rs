@@ -37,6 +37,16 @@ async fn post(
     (status, headers, resp.bytes().await.unwrap().to_vec())
 }
 
+/// The request header names the origin's /reqinfo saw.
+fn header_names(info: &serde_json::Value) -> Vec<&str> {
+    info["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn a_gzipped_body_reaches_the_origin_decoded() {
     let origin = start_origin(None).await;
@@ -52,12 +62,7 @@ async fn a_gzipped_body_reaches_the_origin_decoded() {
         info["body_sha256"],
         hex::encode(sha2::Sha256::digest(&json))
     );
-    let names: Vec<&str> = info["headers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p[0].as_str().unwrap())
-        .collect();
+    let names = header_names(&info);
     assert!(!names.contains(&"content-encoding"), "{names:?}");
 }
 
@@ -107,12 +112,7 @@ async fn an_empty_body_in_a_supported_coding_reaches_the_origin_without_it() {
     assert_eq!(status, 200);
     let info: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(info["body_length"], 0);
-    let names: Vec<&str> = info["headers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p[0].as_str().unwrap())
-        .collect();
+    let names = header_names(&info);
     assert!(!names.contains(&"content-encoding"), "{names:?}");
 }
 
@@ -447,12 +447,7 @@ async fn a_gzipped_10_kb_json_post_reaches_reqinfo_as_the_original_40_kb() {
         info["body_sha256"],
         hex::encode(sha2::Sha256::digest(&json))
     );
-    let names: Vec<&str> = info["headers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p[0].as_str().unwrap())
-        .collect();
+    let names = header_names(&info);
     assert!(!names.contains(&"content-encoding"), "{names:?}");
 }
 
