@@ -21,11 +21,11 @@
 //!    preconditions: 412 or 304. The ETag is nginx's strong `"<mtime secs hex>-<size hex>"`: it
 //!    changes when the file's mtime or size changes; a sidecar's adds its coding (`"…-br"`).
 //! 4. `range.rs`: `Range` (GET only) with `If-Range`: 206, 416, or the whole file.
-//! 5. `body.rs`: the bytes, read whole up to 256 KiB or streamed in 64 KiB frames. A plain
-//!    GET (no Range, no If-None-Match / If-Modified-Since) reads a file of up to 256 KiB on
-//!    the lookup's trip to the blocking pool (step 2): one trip per request instead of two
-//!    or more, which was most of a small file's cost in `sluice bench`. Those bytes then go
-//!    into the memory cache (step 2).
+//! 5. `body.rs`: the bytes, read whole up to 256 KiB or streamed in 64 KiB frames. A file of
+//!    up to 256 KiB is read on the lookup's trip to the blocking pool (step 2) when the memory
+//!    cache is on, or for a plain GET (no Range, no If-None-Match / If-Modified-Since) when it
+//!    is off: one trip per request instead of two or more, which was most of a small file's
+//!    cost in `sluice bench`. Those bytes then go into the memory cache.
 //! 6. `response.rs`: `Content-Type` (by extension; a sidecar gets its original's) and the
 //!    body-less answers.
 //!
@@ -159,8 +159,9 @@ impl StaticFiles {
         Ok(response)
     }
 
-    /// Step 2 on the blocking pool: the file for `key`, read whole when small and about to be
-    /// sent whole, and then kept in the memory cache. `None`: a directory without its slash.
+    /// Step 2 on the blocking pool: the file for `key`, read whole when small (and, with the
+    /// cache off, about to be sent whole), then kept in the memory cache. `None`: a directory
+    /// without its slash.
     async fn look_up(
         &self,
         method: &Method,
