@@ -14,6 +14,7 @@ use std::io;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::target_rank;
 use crate::model::{Outcome, Report, ScenarioResult};
 
 /// One chart, ready to be written next to `report.md` and linked from its group's section.
@@ -80,15 +81,6 @@ fn ordered_targets<'a>(results: impl Iterator<Item = &'a ScenarioResult>) -> Vec
     }
     targets.sort_by_key(|t| (target_rank(t), t.clone()));
     targets
-}
-
-fn target_rank(target: &str) -> usize {
-    match target {
-        "sluice" => 0,
-        "nginx" => 1,
-        "baseline" => 2,
-        _ => 3,
-    }
 }
 
 fn target_color(index: usize, target: &str) -> RGBColor {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::charts::Chart;
-use super::{GroupInfo, group_info};
+use super::{GroupInfo, group_info, target_rank};
 use crate::model::{Measurement, Outcome, Report, ScenarioResult};
 use crate::scenario;
 
@@ -213,15 +213,6 @@ fn ordered_rows<'a>(
         )
     });
     rows
-}
-
-fn target_rank(target: &str) -> usize {
-    match target {
-        "sluice" => 0,
-        "nginx" => 1,
-        "baseline" => 2,
-        _ => 3,
-    }
 }
 
 fn columns(info: &GroupInfo, results: &[&ScenarioResult], labels: usize) -> Vec<Column> {

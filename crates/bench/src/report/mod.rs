@@ -114,3 +114,14 @@ pub fn group_info(group: &str) -> GroupInfo {
         _ => plain(""),
     }
 }
+
+/// Where a target's rows and lines go in tables and charts: sluice, nginx, baseline, then any
+/// other (by name, as the callers break ties).
+fn target_rank(target: &str) -> usize {
+    match target {
+        "sluice" => 0,
+        "nginx" => 1,
+        "baseline" => 2,
+        _ => 3,
+    }
+}
