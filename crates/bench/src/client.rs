@@ -198,13 +198,7 @@ pub struct TlsConnector {
 impl TlsConnector {
     pub fn new() -> Result<Self, String> {
         let make = |alpn: &str| -> Result<tokio_rustls::TlsConnector, String> {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| format!("TLS client config: {e}"))?
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAnyCert))
-                .with_no_client_auth();
+            let mut config = insecure_tls_config()?;
             config.alpn_protocols = vec![alpn.as_bytes().to_vec()];
             Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
         };
@@ -215,7 +209,19 @@ impl TlsConnector {
     }
 }
 
-/// Accepts every server certificate: the targets are local, with self-signed certificates.
+/// A rustls client configuration (ring, no ALPN set) that accepts any server certificate: the
+/// targets are local, with self-signed certificates. The test kit's clients use it too.
+pub fn insecure_tls_config() -> Result<rustls::ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS client config: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCert))
+        .with_no_client_auth())
+}
+
+/// Accepts every server certificate.
 #[derive(Debug)]
 struct AcceptAnyCert;
 
