@@ -517,22 +517,8 @@ async fn metrics_and_the_access_log_say_what_was_decided() {
     let (_, _, br_body) = get(&server.url("/page.html"), &[("accept-encoding", "br")]).await;
     let _ = get(&server.url("/small.txt"), &[("accept-encoding", "br")]).await;
 
-    let admin = server.running().admin_address().unwrap();
-    let text = client(Offer::Http1)
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let value = |series: &str| -> f64 {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(series))
-            .unwrap_or_else(|| panic!("no {series} in\n{text}"));
-        line.rsplit(' ').next().unwrap().parse().unwrap()
-    };
+    let text = crate::scrape_metrics(&server).await;
+    let value = |series: &str| crate::metric(&text, series);
     let decision = |d: &str| {
         value(&format!(
             "sluice_compress_responses_total{{route=\"files\",decision=\"{d}\"}}"

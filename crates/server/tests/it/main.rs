@@ -50,6 +50,28 @@ pub async fn static_server(dir: &Path) -> sluice_testkit::TestServer {
     .await
 }
 
+/// The server's Prometheus text from its admin listener.
+pub async fn scrape_metrics(server: &sluice_testkit::TestServer) -> String {
+    let admin = server.running().admin_address().unwrap();
+    sluice_testkit::client(sluice_testkit::Offer::Http1)
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The value of the first sample line of `text` that starts with `series` (name and labels).
+pub fn metric(text: &str, series: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(series))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
 /// Run curl with `args`, returning stdout. curl is a test requirement (.ci/run installs it).
 /// Runs on the blocking pool so the in-process server on the test's runtime keeps serving.
 pub async fn curl(args: &[&str]) -> String {

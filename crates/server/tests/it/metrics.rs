@@ -35,22 +35,8 @@ async fn metrics_count_requests_and_upstream_outcomes() {
         .unwrap();
     let _ = resp.bytes().await.unwrap();
 
-    let admin = server.running().admin_address().unwrap();
-    let text = http
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let value = |needle: &str| -> f64 {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(needle))
-            .unwrap_or_else(|| panic!("no {needle} in\n{text}"));
-        line.rsplit(' ').next().unwrap().parse().unwrap()
-    };
+    let text = crate::scrape_metrics(&server).await;
+    let value = |series: &str| crate::metric(&text, series);
     assert_eq!(
         value("sluice_requests_total{route=\"api\",code=\"2xx\"}"),
         3.0
@@ -129,22 +115,8 @@ async fn metrics_count_request_decompression_outcomes_and_bytes() {
     }
     assert_eq!(statuses, [200, 413, 400, 415]);
 
-    let admin = server.running().admin_address().unwrap();
-    let text = http
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let value = |needle: &str| -> f64 {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(needle))
-            .unwrap_or_else(|| panic!("no {needle} in\n{text}"));
-        line.rsplit(' ').next().unwrap().parse().unwrap()
-    };
+    let text = crate::scrape_metrics(&server).await;
+    let value = |series: &str| crate::metric(&text, series);
     for outcome in ["decoded", "too_large", "corrupt", "unsupported"] {
         assert_eq!(
             value(&format!(
