@@ -91,18 +91,9 @@ impl ProxyHandler {
             body = self.settle_empty(&parts.method, body).await?;
         }
         if let Some(limits) = self.route.decompress_requests {
-            if matches!(body, Body::Empty) {
-                // Nothing to decode, but the upstream is promised decoded bodies: an empty one
-                // in a coding we would have decoded goes as empty identity, not as empty "gzip"
-                // (which a strict gunzip rejects). Content-Length (0, if sent) stays true.
-                if let Ok(Some(_)) = decompress::plan(&parts.headers) {
-                    parts.headers.remove(header::CONTENT_ENCODING);
-                }
-            } else {
-                match self.decompressed(&mut parts.headers, body, limits) {
-                    Ok(decoded) => body = decoded,
-                    Err(refusal) => return Ok(*refusal),
-                }
+            match self.decompressed(&mut parts.headers, body, limits) {
+                Ok(decoded) => body = decoded,
+                Err(refusal) => return Ok(*refusal),
             }
         }
         let host = client_host(&parts);
@@ -340,6 +331,16 @@ impl ProxyHandler {
         body: Body,
         limits: sluice_config::DecompressRequests,
     ) -> Result<Body, Box<Response<Body>>> {
+        if matches!(body, Body::Empty) {
+            // Nothing to decode, but the upstream is promised decoded bodies: an empty one in a
+            // coding we decode goes as empty identity, not as empty "gzip" (which a strict
+            // gunzip rejects); its Content-Length (0, if sent) stays true. In an unknown coding
+            // it is forwarded as it came: there is nothing to refuse.
+            if let Ok(Some(_)) = decompress::plan(headers) {
+                headers.remove(header::CONTENT_ENCODING);
+            }
+            return Ok(body);
+        }
         let refuse = |err: &dyn std::fmt::Display| {
             if let Some(metrics) = &self.decompress_metrics {
                 metrics.outcome(DecompressOutcome::Unsupported);
