@@ -128,30 +128,11 @@ async fn fixture_upstream() -> SocketAddr {
     addr
 }
 
-/// Decode `data` with the standard command-line tool (`gzip`, `brotli` or `zstd`).
+/// [`crate::decode_with`] off the test's runtime, which also runs the server in-process.
 async fn decode_with(tool: &'static str, data: Vec<u8>) -> Vec<u8> {
-    tokio::task::spawn_blocking(move || {
-        let mut child = std::process::Command::new(tool)
-            .arg("-dc")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{tool} is required by the tests ({e})"));
-        let mut stdin = child.stdin.take().unwrap();
-        // Written from another thread: a large input would otherwise fill both pipes.
-        let writer = std::thread::spawn(move || stdin.write_all(&data));
-        let out = child.wait_with_output().unwrap();
-        writer.join().unwrap().unwrap();
-        assert!(
-            out.status.success(),
-            "{tool} -dc failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
-    })
-    .await
-    .unwrap()
+    tokio::task::spawn_blocking(move || crate::decode_with(tool, &data))
+        .await
+        .unwrap()
 }
 
 async fn get(url: &str, headers: &[(&str, &str)]) -> (StatusCode, HeaderMap, Vec<u8>) {

@@ -2,14 +2,13 @@
 //! real sockets, decoded with the standard `gzip`, `brotli` and `zstd` tools.
 
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use sluice_testkit::{Offer, client};
 
-use crate::write_files;
+use crate::{decode_with, write_files};
 
 fn sluice_precompress(args: &[&str], dir: &Path) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -24,28 +23,6 @@ fn sluice_precompress(args: &[&str], dir: &Path) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// Decode `data` with a standard CLI tool (`gzip`, `brotli`, `zstd`), as a browser would.
-fn decode_with(tool: &str, data: &[u8]) -> Vec<u8> {
-    let mut child = Command::new(tool)
-        .args(["-d", "-c"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{tool} is required by the tests: {e}"));
-    let mut stdin = child.stdin.take().unwrap();
-    let data = data.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&data));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} -dc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
 }
 
 const TOOLS: [(&str, &str); 3] = [(".gz", "gzip"), (".br", "brotli"), (".zst", "zstd")];
