@@ -1,0 +1,1 @@
+//! The primary cache key. (Being written: see the crate README.)

@@ -1,0 +1,1 @@
+//! Request collapsing. (Being written: see the crate README.)

@@ -1,0 +1,1 @@
+//! Stored response metadata and its encoding. (Being written: see the crate README.)

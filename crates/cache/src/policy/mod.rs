@@ -1,0 +1,1 @@
+//! RFC 9111 policy. (Being written: see the crate README.)

@@ -1,0 +1,1 @@
+//! The memory tier. (Being written.)

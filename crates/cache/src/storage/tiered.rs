@@ -1,0 +1,1 @@
+//! Memory in front of disk. (Being written.)

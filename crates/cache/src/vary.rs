@@ -1,0 +1,1 @@
+//! The secondary key from `Vary`. (Being written: see the crate README.)
