@@ -1,1 +1,0 @@
-//! Request collapsing. (Being written: see the crate README.)
