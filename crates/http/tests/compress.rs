@@ -1,10 +1,13 @@
-//! Streaming response compression end to end: every coding decodes with the crates and (where
+//! Streaming response compression end to end: every coding decodes with the crates and with a
+//! decoder that is not the encoder's code (`independent`: the reference C brotli, ruzstd,
+//! miniz_oxide), as one stream, flushed when the upstream pauses, after the delay, or per event.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::panic)]
-//! installed) the standard CLI tools, as one stream, flushed when the upstream pauses, after the
-//! delay, or per event.
 
+// The test kit's decoders; the kit itself is out of reach (it depends on sluice-http).
+#[path = "../../testkit/src/independent.rs"]
+mod independent;
 #[path = "compress/support.rs"]
 mod support;
 
@@ -18,7 +21,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
-use support::{ALL, ChannelBody, ReadyBody, StreamDecoder, decode, decode_cli};
+use support::{ALL, ChannelBody, ReadyBody, StreamDecoder, decode};
 use tokio::sync::mpsc;
 
 fn compress<B>(alg: Algorithm, inner: B, options: CompressOptions) -> CompressBody<B> {
@@ -42,7 +45,7 @@ where
 }
 
 #[tokio::test]
-async fn fixture_in_uneven_chunks_decodes_with_crates_and_cli() {
+async fn fixture_in_uneven_chunks_decodes_with_crates_and_independent_decoders() {
     let fixture = support::json_fixture();
     for alg in ALL {
         // A producer task makes the channel run dry now and then: pending flushes happen.
@@ -63,15 +66,32 @@ async fn fixture_in_uneven_chunks_decodes_with_crates_and_cli() {
         let (whole, _) = collect(compress(alg, ready, Default::default())).await;
         for data in [&streamed, &whole] {
             assert_eq!(decode(alg, data), fixture, "{alg:?}");
-            if let Some(cli) = decode_cli(alg, data) {
-                assert_eq!(cli, fixture, "{alg:?} via CLI");
-            }
+            let independent = independent::decode(alg.token(), data);
+            assert_eq!(independent, fixture, "{alg:?}, independent decoder");
         }
         assert!(
             whole.len() < fixture.len() / 3,
             "{alg:?}: {} bytes",
             whole.len()
         );
+    }
+}
+
+#[tokio::test]
+async fn the_independent_decoders_refuse_a_cut_stream_and_bytes_after_one() {
+    let fixture = support::json_fixture();
+    for alg in ALL {
+        let ready = ReadyBody {
+            chunks: [Bytes::from(fixture.clone())].into(),
+            endless: None,
+        };
+        let (data, _) = collect(compress(alg, ready, Default::default())).await;
+        let cut = &data[..data.len() - 1];
+        let extended = [&data[..], b"x"].concat();
+        for bad in [cut, &extended[..]] {
+            let decoded = std::panic::catch_unwind(|| independent::decode(alg.token(), bad));
+            assert!(decoded.is_err(), "{alg:?}: {} bytes accepted", bad.len());
+        }
     }
 }
 
@@ -184,9 +204,10 @@ async fn an_empty_body_is_a_valid_empty_stream() {
             "{alg:?}: a stream needs its header and end marker"
         );
         assert!(decode(alg, &data).is_empty());
-        if let Some(cli) = decode_cli(alg, &data) {
-            assert!(cli.is_empty());
-        }
+        assert!(
+            independent::decode(alg.token(), &data).is_empty(),
+            "{alg:?}"
+        );
     }
 }
 

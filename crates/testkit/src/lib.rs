@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
 
+pub mod independent;
+
 pub use reqwest;
 use sluice::RunningServer;
 

@@ -3,7 +3,6 @@
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::pin::Pin;
-use std::process::{Command, Stdio};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -127,31 +126,6 @@ pub fn decode(alg: Algorithm, data: &[u8]) -> Vec<u8> {
         }
     }
     out
-}
-
-/// Decode with the system CLI when one exists for `alg`: `None` if there is none.
-/// No brotli CLI is installed on the build machines, and none decodes bare zlib; those two
-/// are decoded with the crates only (see `decode`).
-pub fn decode_cli(alg: Algorithm, data: &[u8]) -> Option<Vec<u8>> {
-    let args: &[&str] = match alg {
-        Algorithm::Gzip => &["gzip", "-dc"],
-        // --memory=8MB: the CLI refuses windows above 8 MiB, as browsers may.
-        Algorithm::Zstd => &["zstd", "-dc", "--memory=8MB"],
-        Algorithm::Br | Algorithm::Deflate => return None,
-    };
-    let mut child = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = data.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let output = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(output.status.success(), "{} failed", args[0]);
-    Some(output.stdout)
 }
 
 /// Decodes a stream piece by piece, the way a browser renders a streamed response.

@@ -50,32 +50,6 @@ pub async fn static_server(dir: &Path) -> sluice_testkit::TestServer {
     .await
 }
 
-/// Decode `data` with the standard command-line tool (`gzip`, `brotli` or `zstd`): a body must
-/// decode with the tools everyone has, not only with our own decoders.
-pub fn decode_with(tool: &str, data: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(tool)
-        .arg("-dc")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{tool} is required by the tests ({e})"));
-    let mut stdin = child.stdin.take().unwrap();
-    let data = data.to_vec();
-    // Written from another thread: a large input would otherwise fill both pipes.
-    let writer = std::thread::spawn(move || stdin.write_all(&data));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} -dc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 /// The server's Prometheus text from its admin listener.
 pub async fn scrape_metrics(server: &sluice_testkit::TestServer) -> String {
     let admin = server.running().admin_address().unwrap();

@@ -1,14 +1,17 @@
 //! `sluice precompress DIR` (the real binary) and static routes with `precompressed` on, over
-//! real sockets, decoded with the standard `gzip`, `brotli` and `zstd` tools.
+//! real sockets. Sidecars and bodies are decoded as a client would, by decoders that are not the
+//! encoders `sluice precompress` uses ([`sluice_testkit::independent`]: the reference C brotli,
+//! ruzstd, miniz_oxide).
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use sluice_testkit::independent::decode;
 use sluice_testkit::{Offer, client};
 
-use crate::{decode_with, write_files};
+use crate::write_files;
 
 fn sluice_precompress(args: &[&str], dir: &Path) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -25,7 +28,8 @@ fn sluice_precompress(args: &[&str], dir: &Path) -> Output {
     out
 }
 
-const TOOLS: [(&str, &str); 3] = [(".gz", "gzip"), (".br", "brotli"), (".zst", "zstd")];
+/// Each sidecar's extension and its content coding.
+const SIDECARS: [(&str, &str); 3] = [(".gz", "gzip"), (".br", "br"), (".zst", "zstd")];
 
 /// A page that compresses well.
 fn page() -> Vec<u8> {
@@ -87,7 +91,7 @@ fn precompress_writes_once_keeps_mtimes_and_clean_removes() {
     let mut stamps = Vec::new();
     for original in ["index.html", "css/app.css"] {
         let original = site.join(original);
-        for (ext, tool) in TOOLS {
+        for (ext, coding) in SIDECARS {
             let variant = site.join(format!("{}{ext}", original.display()));
             let encoded = fs::read(&variant).unwrap();
             assert!(
@@ -95,14 +99,14 @@ fn precompress_writes_once_keeps_mtimes_and_clean_removes() {
                 "{} is small",
                 variant.display()
             );
-            assert_eq!(decode_with(tool, &encoded), page, "{tool} decodes {ext}");
+            assert_eq!(decode(coding, &encoded), page, "{coding} decodes {ext}");
             assert_eq!(mtime(&variant), mtime(&original), "{ext} has the mtime");
             let meta = fs::metadata(&variant).unwrap();
             stamps.push((variant, meta.ino(), meta.modified().unwrap()));
         }
     }
     for skipped in ["small.txt", "photo.png", "noise.txt"] {
-        for (ext, _) in TOOLS {
+        for (ext, _) in SIDECARS {
             let variant = site.join(format!("{skipped}{ext}"));
             assert!(!variant.exists(), "{} must not exist", variant.display());
         }
@@ -135,7 +139,7 @@ fn precompress_writes_once_keeps_mtimes_and_clean_removes() {
     assert!(report.contains("gzip 1 written, 1 up to date"), "{report}");
     assert!(!report.contains("br "), "only gzip was asked for: {report}");
     let gz = fs::read(site.join("index.html.gz")).unwrap();
-    assert!(decode_with("gzip", &gz).ends_with(b"<p>new</p>"));
+    assert!(decode("gzip", &gz).ends_with(b"<p>new</p>"));
 
     // A variant that is no longer smaller is removed, not kept (index.html's br is refreshed).
     fs::write(site.join("css/app.css"), &noise).unwrap();
@@ -152,7 +156,7 @@ fn precompress_writes_once_keeps_mtimes_and_clean_removes() {
     let clean = sluice_precompress(&["--clean"], &site);
     let report = String::from_utf8(clean.stdout).unwrap();
     assert!(report.contains("sidecar files removed"), "{report}");
-    for (ext, _) in TOOLS {
+    for (ext, _) in SIDECARS {
         assert!(!site.join(format!("index.html{ext}")).exists());
         assert!(!site.join(format!("css/app.css{ext}")).exists());
     }
@@ -193,10 +197,10 @@ async fn a_precompressed_route_serves_each_coding_by_q_value() {
     .await;
     for offer in [Offer::Http1, Offer::Http2] {
         let http = client(offer);
-        for (accept, coding, tool) in [
-            ("gzip;q=0.9, br;q=0.5, zstd;q=0.1", "gzip", "gzip"),
-            ("gzip;q=0.5, br;q=0.9, zstd;q=0.1", "br", "brotli"),
-            ("gzip;q=0.5, br;q=0.1, zstd;q=0.9", "zstd", "zstd"),
+        for (accept, coding) in [
+            ("gzip;q=0.9, br;q=0.5, zstd;q=0.1", "gzip"),
+            ("gzip;q=0.5, br;q=0.9, zstd;q=0.1", "br"),
+            ("gzip;q=0.5, br;q=0.1, zstd;q=0.9", "zstd"),
         ] {
             let resp = http
                 .get(server.url("/"))
@@ -211,7 +215,7 @@ async fn a_precompressed_route_serves_each_coding_by_q_value() {
             assert_eq!(h["vary"], "Accept-Encoding");
             let body = resp.bytes().await.unwrap();
             assert_eq!(h["content-length"], body.len().to_string().as_str());
-            assert_eq!(decode_with(tool, &body), page, "{accept}");
+            assert_eq!(decode(coding, &body), page, "{accept}");
 
             // Revalidating the variant: 304 with Vary.
             let again = http
@@ -255,7 +259,7 @@ async fn file_server_precompressed_flag_serves_sidecars() {
         .await
         .unwrap();
     assert_eq!(resp.headers()["content-encoding"], "br");
-    assert_eq!(decode_with("brotli", &resp.bytes().await.unwrap()), page);
+    assert_eq!(decode("br", &resp.bytes().await.unwrap()), page);
     assert!(crate::cli::terminate(child));
 }
 
@@ -301,5 +305,5 @@ async fn a_route_with_compress_serves_sidecars_as_they_are_and_compresses_the_re
     let resp = get("/other.html").await.unwrap();
     assert_eq!(resp.headers()["content-encoding"], "br");
     assert!(resp.headers()["etag"].to_str().unwrap().starts_with("W/"));
-    assert_eq!(decode_with("brotli", &resp.bytes().await.unwrap()), page);
+    assert_eq!(decode("br", &resp.bytes().await.unwrap()), page);
 }
