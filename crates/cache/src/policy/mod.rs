@@ -1,6 +1,17 @@
 //! RFC 9111 (HTTP Caching, <https://www.rfc-editor.org/rfc/rfc9111>) as pure functions over
 //! `http` types and times, for a **shared** cache. "Now" is always a parameter.
 //!
+//! The zone calls, in the order of a request:
+//!
+//! 1. [`RequestDirectives::parse`] (§5.2.1), then for a stored response [`evaluate`]: serve it,
+//!    serve it stale (while revalidating, or if the origin fails), revalidate, or answer 504
+//!    for `only-if-cached` (§4, §4.2, §4.2.4, §5.2.1, RFC 5861). [`client_not_modified`] and
+//!    [`not_modified_headers`] answer a client's own conditional request from a fresh entry
+//!    (RFC 9110 §13, §15.4.5); [`age_value`] and [`strip_not_served`] prepare the headers (§5.1).
+//! 2. To the origin: [`revalidation_headers`] (§4.3.1); on a 304, [`freshen`] (§3.2, §4.3.4).
+//! 3. On a response: [`storable`] (§3, §3.5) and [`headers_to_store`] (§3.1); after an unsafe
+//!    method, [`invalidation`] (§4.4).
+//!
 //! Directives come from `Cache-Control` or, when present and valid, from the first targeted
 //! field of [`Settings::targeted`] (RFC 9213): see [`ResponseDirectives`].
 //!
@@ -16,16 +27,30 @@
 //! around it; the rules are short when written against the RFC's own sections, which is what
 //! the files here do, each rule citing its section and tested by a test named after it.
 //!
-//! Files: `directives.rs` and `structured.rs` (parsing); tests in `tests/`.
+//! Files: `directives.rs` and `structured.rs` (parsing), `storable.rs` (§3), `freshness.rs`
+//! (§4.2.1–§4.2.3, §5.1), `evaluate.rs` (§4, §4.2.4, §5.2.1), `conditional.rs` (§4.3 and RFC
+//! 9110 §13), `invalidate.rs` (§4.4); tests in `tests/`, one file per area.
 
+mod conditional;
 mod directives;
+mod evaluate;
+mod freshness;
+mod invalidate;
+mod storable;
 mod structured;
 
 use std::time::Duration;
 
 use http::{HeaderName, StatusCode};
 
+pub use conditional::{client_not_modified, freshen, not_modified_headers, revalidation_headers};
 pub use directives::{DirectiveSource, MaxStale, RequestDirectives, ResponseDirectives};
+pub use evaluate::{Evaluation, Reuse, evaluate};
+pub use freshness::{
+    Lifetime, LifetimeSource, age_value, current_age, freshness_lifetime, lifetime_of,
+};
+pub use invalidate::invalidation;
+pub use storable::{NotStorable, headers_to_store, storable, strip_not_served};
 
 /// sluice's own targeted field (RFC 9213 §2): directives for this cache alone, stripped before
 /// a response goes downstream.
@@ -117,6 +142,15 @@ pub struct UseStale {
     /// which failures count is the zone's business), up to this long after it became stale;
     /// like `stale-if-error` for every response.
     pub error: Option<Duration>,
+}
+
+/// Statuses that are heuristically cacheable (RFC 9110 §15.1: "200, 203, 204, 206, 300, 301,
+/// 308, 404, 405, 410, 414, and 501").
+pub(crate) fn heuristically_cacheable(status: StatusCode) -> bool {
+    matches!(
+        status.as_u16(),
+        200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
+    )
 }
 
 /// §1.2.2: delta-seconds beyond what a cache can represent are taken as 2^31 seconds.
