@@ -1,0 +1,195 @@
+//! Freshness lifetime (RFC 9111 §4.2.1, §4.2.2), age (§4.2.3) and the `Age` field (§5.1).
+//!
+//! <https://www.rfc-editor.org/rfc/rfc9111#section-4.2>. A stored response is fresh while its
+//! freshness lifetime exceeds its current age. The lifetime is the first that applies of:
+//! `s-maxage` (shared cache), `max-age`, `Expires − Date` (not when a targeted field was
+//! selected, RFC 9213 §2.2), then the zone's configured lifetime for the status (nginx's
+//! `proxy_cache_valid`, which only ever applies when the response has no explicit expiration
+//! time), then the heuristic of §4.2.2 when enabled.
+//!
+//! Times from the origin's clock (`Date`, `Expires`, `Last-Modified`) are compared with each
+//! other, never with ours, except through the §4.2.3 age calculation, which is built to absorb
+//! clock skew. A missing or invalid `Date` is the time the response was received (RFC 9110
+//! §6.6.1).
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{self, HeaderMap};
+use http::{HeaderValue, StatusCode};
+
+use super::directives::{DirectiveSource, ResponseDirectives};
+use super::{DELTA_SECONDS_MAX, Settings, heuristically_cacheable};
+use crate::meta::Meta;
+
+/// Where a freshness lifetime came from (for logs and for [`super::storable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LifetimeSource {
+    /// `s-maxage`, `max-age` or `Expires`.
+    Explicit,
+    /// [`Settings::valid`].
+    Configured,
+    /// [`Settings::heuristic`].
+    Heuristic,
+    /// Nothing applies: the response is stale on arrival.
+    None,
+}
+
+/// A freshness lifetime and its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    pub duration: Duration,
+    pub source: LifetimeSource,
+}
+
+/// §4.2.1 `freshness_lifetime` of a stored response.
+pub fn freshness_lifetime(meta: &Meta, settings: &Settings) -> Duration {
+    lifetime_of(meta.status, &meta.headers, meta.response_time, settings).duration
+}
+
+/// §4.2.1 for a response not yet stored: `status` and `headers` received at `response_time`.
+pub fn lifetime_of(
+    status: StatusCode,
+    headers: &HeaderMap,
+    response_time: SystemTime,
+    settings: &Settings,
+) -> Lifetime {
+    let directives = ResponseDirectives::parse(headers, settings);
+    lifetime_with(&directives, status, headers, response_time, settings)
+}
+
+pub(crate) fn lifetime_with(
+    d: &ResponseDirectives,
+    status: StatusCode,
+    headers: &HeaderMap,
+    response_time: SystemTime,
+    settings: &Settings,
+) -> Lifetime {
+    let explicit = |duration| Lifetime {
+        duration,
+        source: LifetimeSource::Explicit,
+    };
+    // §4.2.1: "If the cache is shared and the s-maxage response directive is present, use its
+    // value, or If the max-age response directive is present, use its value, or If the Expires
+    // response header field is present, use its value minus the value of the Date response
+    // header field".
+    if let Some(s_maxage) = d.s_maxage {
+        return explicit(s_maxage);
+    }
+    if let Some(max_age) = d.max_age {
+        return explicit(max_age);
+    }
+    if d.source == DirectiveSource::CacheControl
+        && let Some(expires) = expires_lifetime(headers, response_time)
+    {
+        return explicit(expires);
+    }
+    if let Some(duration) = settings.valid_for(status) {
+        return Lifetime {
+            duration,
+            source: LifetimeSource::Configured,
+        };
+    }
+    // §4.2.2: heuristics only for heuristically cacheable statuses, or responses marked
+    // cacheable with `public` (§5.2.2.9: "If a response with the public directive has no
+    // explicit freshness information, it is heuristically cacheable").
+    if let Some(heuristic) = settings.heuristic
+        && (heuristically_cacheable(status) || d.public)
+        && let Some(last_modified) = http_date(headers, &header::LAST_MODIFIED)
+    {
+        let date = date_value(headers, response_time);
+        let since = date.duration_since(last_modified).unwrap_or(Duration::ZERO);
+        let secs = since.as_secs_f64() * heuristic.fraction;
+        let secs = secs.min(heuristic.max.as_secs_f64());
+        // Not finite or negative (a bad fraction) gives no heuristic rather than a panic.
+        let duration = Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO);
+        return Lifetime {
+            duration,
+            source: LifetimeSource::Heuristic,
+        };
+    }
+    Lifetime {
+        duration: Duration::ZERO,
+        source: LifetimeSource::None,
+    }
+}
+
+/// `Expires − Date`, `Some(0)` when `Expires` is invalid (§5.3: "MUST interpret invalid date
+/// formats, especially the value "0", as representing a time in the past") or sent twice
+/// with different values (§4.2.1), `None` when absent.
+fn expires_lifetime(headers: &HeaderMap, response_time: SystemTime) -> Option<Duration> {
+    let mut lines = headers.get_all(header::EXPIRES).iter();
+    let first = lines.next()?;
+    if lines.any(|other| other != first) {
+        return Some(Duration::ZERO);
+    }
+    let Some(expires) = parse_date(first) else {
+        return Some(Duration::ZERO);
+    };
+    let date = date_value(headers, response_time);
+    Some(expires.duration_since(date).unwrap_or(Duration::ZERO))
+}
+
+/// §4.2.3 `date_value`: `Date`, or the time the response was received when it is absent or
+/// invalid (RFC 9110 §6.6.1).
+pub(crate) fn date_value(headers: &HeaderMap, response_time: SystemTime) -> SystemTime {
+    http_date(headers, &header::DATE).unwrap_or(response_time)
+}
+
+/// The first line of a date field, parsed (IMF-fixdate and the two obsolete formats RFC 9110
+/// §5.6.7 requires recipients to accept).
+pub(crate) fn http_date(headers: &HeaderMap, name: &header::HeaderName) -> Option<SystemTime> {
+    headers.get(name).and_then(parse_date)
+}
+
+pub(crate) fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
+    httpdate::parse_http_date(value.to_str().ok()?.trim()).ok()
+}
+
+/// §5.1 `Age` as received: the first member of the first line (a list-valued Age "SHOULD use
+/// the first member"), 0 when invalid ("a cache SHOULD ignore the field"), clamped to 2^31.
+fn age_header(headers: &HeaderMap) -> Duration {
+    let first = headers
+        .get(header::AGE)
+        .and_then(|v| v.as_bytes().split(|&b| b == b',').next())
+        .map(<[u8]>::trim_ascii)
+        .unwrap_or_default();
+    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+        return Duration::ZERO;
+    }
+    let secs = first.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    });
+    Duration::from_secs(secs.min(DELTA_SECONDS_MAX))
+}
+
+/// §4.2.3 `current_age`, exactly:
+///
+/// ```text
+/// apparent_age = max(0, response_time - date_value);
+/// response_delay = response_time - request_time;
+/// corrected_age_value = age_value + response_delay;
+/// corrected_initial_age = max(apparent_age, corrected_age_value);
+/// resident_time = now - response_time;
+/// current_age = corrected_initial_age + resident_time;
+/// ```
+///
+/// Differences that would be negative (clocks going backwards) count as 0.
+pub fn current_age(meta: &Meta, now: SystemTime) -> Duration {
+    let since = |later: SystemTime, earlier: SystemTime| {
+        later.duration_since(earlier).unwrap_or(Duration::ZERO)
+    };
+    let date = date_value(&meta.headers, meta.response_time);
+    let apparent_age = since(meta.response_time, date);
+    let response_delay = since(meta.response_time, meta.request_time);
+    let corrected_age_value = age_header(&meta.headers).saturating_add(response_delay);
+    let corrected_initial_age = apparent_age.max(corrected_age_value);
+    let resident_time = since(now, meta.response_time);
+    corrected_initial_age.saturating_add(resident_time)
+}
+
+/// The `Age` field to send with `meta` at `now` (§5.1, §4: "a cache MUST generate an Age
+/// header field ... replacing any present in the response"): whole seconds, at most 2^31
+/// (§1.2.2: on overflow "the cache MUST consider the value to be 2147483648").
+pub fn age_value(meta: &Meta, now: SystemTime) -> HeaderValue {
+    HeaderValue::from(current_age(meta, now).as_secs().min(DELTA_SECONDS_MAX))
+}
