@@ -22,3 +22,4 @@ pub mod meta;
 pub mod policy;
 pub mod storage;
 pub mod vary;
+pub mod zone;

@@ -78,13 +78,17 @@ impl VaryRule {
 
 /// How `Accept-Encoding` enters the key when `Vary` nominates it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AcceptEncodingKey {
+pub enum AcceptEncodingKey<'a> {
     /// Left out: the route compresses itself and serves every coding from one entry (the
     /// stored variants are told apart by their coding, not by the request's field).
     Drop,
     /// The content-coding token sluice would serve for this request (`"br"`, `"identity"`),
     /// computed by the caller's negotiation; requests that get the same coding share a key.
     Coding(&'static str),
+    /// The set of codings the request accepts (q > 0), lowercase and sorted: order,
+    /// whitespace and non-zero q-values do not split entries. For routes where the origin
+    /// negotiates: two requests accepting the same codings get the same answer from it.
+    Accepted(&'a HeaderMap),
 }
 
 /// The canonical text of a request's nominated fields: one line per name,
@@ -118,7 +122,7 @@ impl VaryKey {
 pub fn vary_key(
     rule: &VaryRule,
     req_headers: &HeaderMap,
-    ae: AcceptEncodingKey,
+    ae: AcceptEncodingKey<'_>,
 ) -> Option<VaryKey> {
     let names = match rule {
         VaryRule::None => return Some(VaryKey::empty()),
@@ -135,6 +139,13 @@ pub fn vary_key(
                     key.push(':');
                     push_escaped(&mut key, coding.as_bytes());
                 }
+                AcceptEncodingKey::Accepted(headers) => {
+                    key.push_str(name.as_str());
+                    if let Some(set) = accepted_set(headers) {
+                        key.push(':');
+                        push_escaped(&mut key, set.as_bytes());
+                    }
+                }
             }
         } else {
             key.push_str(name.as_str());
@@ -146,6 +157,40 @@ pub fn vary_key(
         key.push('\n');
     }
     Some(VaryKey(key))
+}
+
+/// The codings `Accept-Encoding` accepts, as `br,gzip` (sorted, lowercase, q > 0, `*` kept as
+/// a member); `None` when the field is absent (RFC 9110 §12.5.3: absent is not the same as
+/// empty, which accepts identity only).
+fn accepted_set(headers: &HeaderMap) -> Option<String> {
+    let mut lines = headers.get_all(header::ACCEPT_ENCODING).iter().peekable();
+    lines.peek()?;
+    let mut tokens: Vec<String> = Vec::new();
+    for member in lines.flat_map(|line| line.as_bytes().split(|&b| b == b',')) {
+        let mut parts = member.split(|&b| b == b';');
+        let token = parts.next().unwrap_or_default().trim_ascii();
+        if token.is_empty() {
+            continue;
+        }
+        let refused = parts.any(|param| {
+            let param = param.trim_ascii();
+            param.len() >= 2
+                && param[..2].eq_ignore_ascii_case(b"q=")
+                && param[2..]
+                    .trim_ascii()
+                    .iter()
+                    .all(|&b| b == b'0' || b == b'.')
+        });
+        if refused {
+            continue;
+        }
+        let token = String::from_utf8_lossy(token).to_ascii_lowercase();
+        if !tokens.contains(&token) {
+            tokens.push(token);
+        }
+    }
+    tokens.sort();
+    Some(tokens.join(","))
 }
 
 /// All lines of `name` combined with `", "`, with whitespace around commas and at both ends
@@ -221,6 +266,24 @@ mod tests {
     fn rule(vary: &[&str]) -> VaryRule {
         let pairs: Vec<(&str, &[u8])> = vary.iter().map(|v| ("vary", v.as_bytes())).collect();
         VaryRule::of(&headers(&pairs))
+    }
+
+    #[test]
+    fn s4_1_accept_encoding_as_the_accepted_set_ignores_order_spaces_and_q() {
+        let rule = rule(&["Accept-Encoding"]);
+        let key_of = |value: &[u8]| {
+            let req = headers(&[("accept-encoding", value)]);
+            vary_key(&rule, &req, AcceptEncodingKey::Accepted(&req))
+                .unwrap()
+                .as_str()
+                .to_owned()
+        };
+        assert_eq!(key_of(b"gzip, deflate, br"), key_of(b"br,GZIP;q=0.5 , deflate"));
+        assert_ne!(key_of(b"gzip, br"), key_of(b"gzip"));
+        assert_eq!(key_of(b"gzip, br;q=0"), key_of(b"gzip"));
+        let absent = HeaderMap::new();
+        let none = vary_key(&rule, &absent, AcceptEncodingKey::Accepted(&absent)).unwrap();
+        assert_ne!(none.as_str(), key_of(b""));
     }
 
     fn key(rule: &VaryRule, req: &[(&str, &[u8])]) -> String {

@@ -1,0 +1,151 @@
+//! The fill: one task per stored object that reads the body (the upstream's, or a variant being
+//! encoded), fans it out to the readers through the flight's publisher, and writes it to
+//! storage, committing the object at the end.
+//!
+//! Its own task, not the leader's response body: when the client that caused a miss goes away,
+//! the object is still completed for the followers and for the next requests (nginx does the
+//! same for cached responses). It reads as fast as the body comes while storing (the object is
+//! bounded by the max object size); once the object will not be stored, it goes at the pace of
+//! the slowest reader and stops when nobody reads.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use sluice_core::{Body, ContentCoding};
+
+use super::{Entry, Head, Stats, Zone};
+use crate::lock::Publisher;
+use crate::meta::Meta;
+use crate::storage::{ObjectId, ObjectWriter};
+
+/// How a fill ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FillOutcome {
+    /// Stored and in the index.
+    Stored,
+    /// Delivered to its readers, not stored (too large, storage declined or failed).
+    NotStored,
+    /// The body failed (upstream reset, encoder error); readers got an error.
+    Failed,
+    /// Not stored and nobody was reading any more.
+    Abandoned,
+}
+
+pub(super) fn spawn(
+    zone: Arc<Zone>,
+    publisher: Publisher<ObjectId, Head>,
+    id: ObjectId,
+    meta: Meta,
+    body: Body,
+    variant: Option<(Arc<Entry>, ContentCoding)>,
+) {
+    tokio::spawn(async move {
+        let outcome = run(&zone, publisher, id, meta, body, variant).await;
+        tracing::trace!(zone = %zone.name(), ?id, ?outcome, "fill ended");
+    });
+}
+
+async fn run(
+    zone: &Arc<Zone>,
+    mut publisher: Publisher<ObjectId, Head>,
+    id: ObjectId,
+    mut meta: Meta,
+    mut body: Body,
+    variant: Option<(Arc<Entry>, ContentCoding)>,
+) -> FillOutcome {
+    let max = zone.settings.max_object_size;
+    let expected = http_body::Body::size_hint(&body).exact();
+    let mut writer = if expected.is_some_and(|len| len > max) {
+        Stats::add(&zone.stats.too_large, 1);
+        None
+    } else {
+        open_writer(zone, id, expected).await
+    };
+    if writer.is_none() {
+        publisher.detach();
+    }
+    let mut len = 0u64;
+    loop {
+        publisher.room().await;
+        if writer.is_none() && publisher.abandoned() {
+            return FillOutcome::Abandoned;
+        }
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        let data: Bytes = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue, // trailers are not stored
+            },
+            Err(err) => {
+                tracing::debug!(zone = %zone.name(), "the body of a response being cached failed: {err}");
+                return FillOutcome::Failed;
+            }
+        };
+        len += data.len() as u64;
+        if len > max && writer.is_some() {
+            Stats::add(&zone.stats.too_large, 1);
+            writer = None;
+            publisher.detach();
+        }
+        if let Some(w) = writer.as_mut()
+            && let Err(err) = w.write(data.clone()).await
+        {
+            storage_failed(zone, "writing", &err);
+            writer = None;
+            publisher.detach();
+        }
+        publisher.push(data);
+    }
+    publisher.end();
+    let outcome = match writer {
+        None => FillOutcome::NotStored,
+        Some(writer) => {
+            meta.body_len = len;
+            let meta = Arc::new(meta);
+            match writer.finish(meta.encode()).await {
+                Ok(()) => {
+                    Stats::add(&zone.stats.stored, 1);
+                    zone.commit(id, meta, len, variant);
+                    FillOutcome::Stored
+                }
+                Err(err) => {
+                    storage_failed(zone, "committing", &err);
+                    FillOutcome::NotStored
+                }
+            }
+        }
+    };
+    publisher.done();
+    outcome
+}
+
+async fn open_writer(
+    zone: &Zone,
+    id: ObjectId,
+    expected: Option<u64>,
+) -> Option<Box<dyn ObjectWriter>> {
+    match zone.storage.writer(id, expected).await {
+        Ok(Some(writer)) => Some(writer),
+        Ok(None) => {
+            Stats::add(&zone.stats.too_large, 1);
+            None
+        }
+        Err(err) => {
+            storage_failed(zone, "opening", &err);
+            None
+        }
+    }
+}
+
+/// A failing storage never fails the response: it is delivered, not stored, and this says why.
+fn storage_failed(zone: &Zone, doing: &str, err: &std::io::Error) {
+    Stats::add(&zone.stats.store_errors, 1);
+    tracing::warn!(
+        zone = %zone.name(),
+        tier = zone.storage.name(),
+        "{doing} a cached object failed, the response is served without being stored: {err}"
+    );
+}
