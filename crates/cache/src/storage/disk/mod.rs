@@ -54,7 +54,7 @@ mod tests_damage;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
 use bytes::Bytes;
 use futures_util::future::{BoxFuture, ready};
@@ -157,12 +157,37 @@ impl DiskStorage {
         self.inner.body_limit
     }
 
+    pub(crate) fn contains(&self, id: ObjectId) -> bool {
+        self.inner.index().get(id).is_some()
+    }
+
+    /// The version of `id` stored now, to tell whether an object read earlier is still current.
+    pub(crate) fn version(&self, id: ObjectId) -> Option<Version> {
+        self.inner.index().get(id).map(|entry| Version::of(&entry))
+    }
+
     /// [`Storage::get`] with the version read.
     pub(crate) fn get_versioned(
         &self,
         id: ObjectId,
     ) -> BoxFuture<'static, io::Result<Option<(Object, Version)>>> {
         read::get(self.inner.clone(), id)
+    }
+
+    /// Replaces the listener (the tiered storage adds its own step before the zone's).
+    pub(crate) fn set_evict_listener(&self, listener: Option<EvictListener>) {
+        match self.inner.listener.write() {
+            Ok(mut guard) => *guard = listener,
+            Err(poisoned) => *poisoned.into_inner() = listener,
+        }
+    }
+
+    pub(crate) fn evict_listener(&self) -> Option<EvictListener> {
+        self.inner.listener()
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakDisk {
+        WeakDisk(Arc::downgrade(&self.inner))
     }
 }
 
@@ -180,6 +205,16 @@ impl Version {
             generation: entry.generation,
             meta_version: entry.meta_version,
         }
+    }
+}
+
+/// A handle that does not keep the tier alive (see [`crate::storage::tiered`]).
+#[derive(Clone)]
+pub(crate) struct WeakDisk(Weak<Inner>);
+
+impl WeakDisk {
+    pub(crate) fn upgrade(&self) -> Option<DiskStorage> {
+        self.0.upgrade().map(|inner| DiskStorage { inner })
     }
 }
 

@@ -22,7 +22,7 @@ mod tests;
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -198,6 +198,18 @@ impl MemoryStorage {
         }
     }
 
+    /// Replaces the listener (the tiered storage routes memory evictions itself).
+    pub(crate) fn set_evict_listener(&self, listener: Option<EvictListener>) {
+        match self.inner.listener.write() {
+            Ok(mut guard) => *guard = listener,
+            Err(poisoned) => *poisoned.into_inner() = listener,
+        }
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakMemory {
+        WeakMemory(Arc::downgrade(&self.inner))
+    }
+
     /// [`Storage::update_meta`] without a future.
     pub(crate) fn replace_meta(&self, id: ObjectId, meta: Bytes) -> bool {
         if !self.inner.cache.contains_key(&id) {
@@ -213,6 +225,17 @@ impl MemoryStorage {
                 EntryAction::Retain(())
             });
         matches!(result, EntryResult::Retained(()))
+    }
+}
+
+/// A handle that does not keep the tier alive: the tiered storage's two listeners point at each
+/// other's tier, and strong handles there would be a reference cycle.
+#[derive(Clone)]
+pub(crate) struct WeakMemory(Weak<Inner>);
+
+impl WeakMemory {
+    pub(crate) fn upgrade(&self) -> Option<MemoryStorage> {
+        self.0.upgrade().map(|inner| MemoryStorage { inner })
     }
 }
 
