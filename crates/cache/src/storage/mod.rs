@@ -9,8 +9,12 @@
 //! A storage never fails a request: errors come back as `io::Error`, and the caller serves the
 //! response anyway, logs and counts why the object was not stored.
 
+mod body_len;
 pub mod disk;
+mod id_hash;
 pub mod memory;
+#[cfg(test)]
+mod test_util;
 pub mod tiered;
 
 use std::io;
@@ -82,7 +86,9 @@ pub struct Listed {
 }
 
 /// Called with the id of every object a tier drops on its own (eviction for its budget, a file
-/// that disappeared), so the zone's index stays in step. Not called for [`Storage::remove`].
+/// that disappeared), so the zone's index stays in step. Not called for [`Storage::remove`], nor
+/// for an object replaced under the same id. Called with none of the tier's locks held, possibly
+/// from a blocking-pool thread: keep it short and never block on the storage from it.
 pub type EvictListener = Arc<dyn Fn(ObjectId) + Send + Sync>;
 
 /// Byte and object counts of a tier, for metrics.
@@ -104,7 +110,9 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Start writing an object of `expected_len` bytes if known. `Ok(None)` means the tier
     /// declines it (larger than its max object size, or than its whole budget); the caller then
-    /// streams the response through without storing it.
+    /// streams the response through without storing it. Given `expected_len`, the writer refuses
+    /// bytes past it and `finish` fails short of it: a body that disagrees with its announced
+    /// length is never stored.
     fn writer(
         &self,
         id: ObjectId,

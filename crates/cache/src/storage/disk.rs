@@ -1,1 +1,0 @@
-//! The disk tier. (Being written.)

@@ -1,1 +1,0 @@
-//! The memory tier. (Being written.)

@@ -1,1 +1,0 @@
-//! Memory in front of disk. (Being written.)
