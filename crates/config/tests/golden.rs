@@ -219,6 +219,20 @@ zz = 1
     }
 }
 
+/// A route's own key written inside its action table is pointed back to the route, rather than
+/// answered with the action's keys.
+#[test]
+fn a_key_of_the_enclosing_table_says_where_it_goes() {
+    let text = "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = { root = \".\", compress = {} }\n";
+    let diagnostics = sluice_config::parse_str(text, Path::new("misplaced.toml")).unwrap_err();
+    let d = diagnostics.iter().next().unwrap();
+    assert_eq!(d.message, "unknown key `compress` in routes[0].static");
+    assert_eq!(
+        d.hint.as_deref(),
+        Some("`compress` is a key of `routes[0]`, not of `static`: write it beside `static`")
+    );
+}
+
 /// Half-written files are what an editor saves: every prefix of every golden and example must
 /// give diagnostics (or a config), never a panic, and every diagnostic must point inside the file.
 #[test]
