@@ -3,6 +3,11 @@
 //! Everything here has been checked: addresses parse, files exist, names refer to things that are
 //! defined, and a route has exactly one action. Code that receives a [`Config`] never re-validates.
 //! The quick commands (`sluice file-server`, `sluice reverse-proxy`) build these types directly.
+//! The response cache's types are in `model/cache.rs`, re-exported here.
+
+mod cache;
+
+pub use cache::*;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +25,9 @@ pub struct Config {
     /// Routes in file order; the first that matches a request wins.
     pub routes: Vec<Route>,
     pub upstreams: Vec<Upstream>,
+    /// Response cache storage zones (`[caches.NAME]`), sorted by name. A zone no route uses is
+    /// allowed (and holds nothing).
+    pub caches: Vec<CacheZone>,
     /// The admin listener (`/metrics`); `None` when not configured.
     pub admin: Option<Admin>,
 }
@@ -199,6 +207,9 @@ pub struct Route {
     pub action: Action,
     /// Compress responses of this route (whatever the action); `None` sends them as they are.
     pub compress: Option<Compress>,
+    /// Cache responses of this route in a zone of [`Config::caches`]; only on proxy routes.
+    /// `None`: nothing is stored or served from a cache.
+    pub cache: Option<RouteCache>,
 }
 
 /// Response compression of a route (`compress = { ... }`). Which responses qualify and how the

@@ -96,14 +96,36 @@ fn report_unknown(reporter: &mut Reporter, path: &KeyPath) {
     } else {
         format!("unknown key `{key}` in {table}")
     };
-    let hint = table_keys(&table).map(|keys| {
-        let (best, hint) = name_hint(key, keys);
-        if let Some(best) = best {
-            reporter.note_misspelling(&table, best);
-        }
-        hint
+    let hint = misplaced(&table, key).or_else(|| {
+        table_keys(&table).map(|keys| {
+            let (best, hint) = name_hint(key, keys);
+            if let Some(best) = best {
+                reporter.note_misspelling(&table, best);
+            }
+            hint
+        })
     });
     reporter.key_error(path, message, hint);
+}
+
+/// A key of the enclosing table written inside one of its sub-tables, such as a route's
+/// `cache` inside its `proxy = { ... }`: the hint says where it goes, rather than listing keys
+/// the sub-table has.
+fn misplaced(table: &KeyPath, key: &str) -> Option<String> {
+    let (Seg::Key(inner), parent) = table.split_last()? else {
+        return None;
+    };
+    if !table_keys(&parent)?.contains(&key) {
+        return None;
+    }
+    let owner = if parent.is_root() {
+        "the top level".to_owned()
+    } else {
+        format!("`{parent}`")
+    };
+    Some(format!(
+        "`{key}` is a key of {owner}, not of `{inner}`: write it beside `{inner}`"
+    ))
 }
 
 /// How to fix the usual syntax slips: text without quotes (which TOML reads as a broken number,

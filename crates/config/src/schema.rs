@@ -11,10 +11,10 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawCompress, RawCompressLevels, RawConfig, RawDecompress, RawHeaderEdits,
-    RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRedirect, RawRespond, RawRetry,
-    RawRoute, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
-    RawUpstreamTimeouts,
+    RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
+    RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRedirect,
+    RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic,
+    RawTlsTable, RawUpstream, RawUpstreamTimeouts,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -48,7 +48,8 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("routes"), I, K("redirect")] => fields_of::<RawRedirect>(),
         [K("routes"), I, K("proxy")] => fields_of::<RawProxy>(),
         [K("routes"), I, K("compress")] => fields_of::<RawCompress>(),
-        [K("routes"), I, K("compress"), K("levels")] => fields_of::<RawCompressLevels>(),
+        [K("routes"), I, K("compress" | "cache"), K("levels")] => fields_of::<RawCompressLevels>(),
+        [K("routes"), I, K("cache")] => fields_of::<RawRouteCache>(),
         [
             K("routes"),
             I,
@@ -62,6 +63,8 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("upstreams"), K(_), K("timeouts")] => fields_of::<RawUpstreamTimeouts>(),
         [K("upstreams"), K(_), K("retry")] => fields_of::<RawRetry>(),
         [K("upstreams"), K(_), K("health_check")] => fields_of::<RawHealthCheck>(),
+        [K("caches"), K(_)] => fields_of::<RawCacheZone>(),
+        [K("caches"), K(_), K("disk")] => fields_of::<RawCacheDisk>(),
         [K("admin")] => fields_of::<RawAdmin>(),
         _ => None,
     }
@@ -205,12 +208,16 @@ mod tests {
             route.key("proxy").key("decompress_requests"),
             route.key("compress"),
             route.key("compress").key("levels"),
+            route.key("cache"),
+            route.key("cache").key("levels"),
             upstream.clone(),
             upstream.key("servers").index(0),
             upstream.key("keepalive"),
             upstream.key("timeouts"),
             upstream.key("retry"),
             upstream.key("health_check"),
+            root.key("caches").key("api"),
+            root.key("caches").key("api").key("disk"),
             root.key("admin"),
         ]
     }

@@ -160,6 +160,9 @@ decompress_requests = { zz = 1 }
 [routes.compress]
 zz = 1
 levels = { zz = 1 }
+[routes.cache]
+zz = 1
+levels = { zz = 1 }
 [upstreams.a]
 zz = 1
 servers = [{ address = "h:1", zz = 1 }]
@@ -167,6 +170,9 @@ keepalive = { zz = 1 }
 timeouts = { zz = 1 }
 retry = { zz = 1 }
 health_check = { zz = 1 }
+[caches.a]
+zz = 1
+disk = { zz = 1 }
 [admin]
 address = "127.0.0.1:2"
 zz = 1
@@ -195,6 +201,10 @@ zz = 1
         "routes[0].proxy.decompress_requests.zz",
         "routes[0].compress.zz",
         "routes[0].compress.levels.zz",
+        "routes[0].cache.zz",
+        "routes[0].cache.levels.zz",
+        "caches.a.zz",
+        "caches.a.disk.zz",
         "upstreams.a.keepalive.zz",
         "upstreams.a.timeouts.zz",
         "upstreams.a.retry.zz",
@@ -217,6 +227,20 @@ zz = 1
             d.key_path
         );
     }
+}
+
+/// A route's own key written inside its action table is pointed back to the route, rather than
+/// answered with the action's keys.
+#[test]
+fn a_key_of_the_enclosing_table_says_where_it_goes() {
+    let text = "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = { root = \".\", compress = {} }\n";
+    let diagnostics = sluice_config::parse_str(text, Path::new("misplaced.toml")).unwrap_err();
+    let d = diagnostics.iter().next().unwrap();
+    assert_eq!(d.message, "unknown key `compress` in routes[0].static");
+    assert_eq!(
+        d.hint.as_deref(),
+        Some("`compress` is a key of `routes[0]`, not of `static`: write it beside `static`")
+    );
 }
 
 /// Half-written files are what an editor saves: every prefix of every golden and example must

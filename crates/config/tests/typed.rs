@@ -1,6 +1,7 @@
 //! The happy path: valid files map to the expected typed values, defaults included, and relative
 //! paths resolve against the config file's directory. Proxies, upstream groups and the admin
-//! listener are in `typed/proxy.rs`.
+//! listener are in `typed/proxy.rs`, compression in `typed/compress.rs`, the response cache in
+//! `typed/cache.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use sluice_config::*;
 
+#[path = "typed/cache.rs"]
+mod cache;
 #[path = "typed/compress.rs"]
 mod compress;
 #[path = "typed/proxy.rs"]

@@ -355,6 +355,7 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
             ..StaticFiles::new(root)
         }),
         compress: args.compress.then(Compress::default),
+        cache: None,
     };
     Ok(quick_config(
         listener,
@@ -390,6 +391,7 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
         listeners: Vec::new(),
         action: Action::Proxy(proxy),
         compress: args.compress.then(Compress::default),
+        cache: None,
     };
     let mut config = quick_config(listener, vec![route], &args.common, args.access_log);
     config.upstreams.push(upstream);
@@ -444,6 +446,7 @@ fn quick_config(
         listeners: vec![listener],
         routes,
         upstreams: Vec::new(),
+        caches: Vec::new(),
         admin: None,
     }
 }
@@ -629,6 +632,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             listeners: Vec::new(),
             action: Action::Proxy(Proxy::to("origins")),
             compress: Some(Compress::default()),
+            cache: None,
         };
         let mut config = quick_config(
             Listener::plain(args.listen),

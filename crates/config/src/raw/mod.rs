@@ -8,6 +8,7 @@
 //! serde's type errors in the file's words rather than these types' names.
 //! Nothing here is used outside the crate: the contract is [`crate::model`].
 
+mod cache;
 mod shapes;
 mod upstream;
 
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub(crate) use cache::{RawCacheDisk, RawCacheZone, RawRouteCache};
 pub(crate) use shapes::{BoolOrList, Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
 pub(crate) use upstream::{
     RawHealthCheck, RawKeepalive, RawRetry, RawServerTable, RawUpstream, RawUpstreamTimeouts,
@@ -33,6 +35,8 @@ pub(crate) struct RawConfig {
     pub routes: Vec<RawRoute>,
     #[serde(default)]
     pub upstreams: BTreeMap<String, RawUpstream>,
+    #[serde(default)]
+    pub caches: BTreeMap<String, RawCacheZone>,
     pub admin: Option<RawAdmin>,
 }
 
@@ -100,7 +104,8 @@ pub(crate) struct RawSni {
 
 /// `[[routes]]`. The four actions are separate optional tables so that "none" and "two" are
 /// both reportable, rather than an enum serde would reject without saying where. `compress` is
-/// not an action: it applies to whatever response the action produced.
+/// not an action: it applies to whatever response the action produced; `cache` is not one
+/// either, and only a proxy may have it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(expecting = "a [[routes]] table")]
 pub(crate) struct RawRoute {
@@ -115,6 +120,7 @@ pub(crate) struct RawRoute {
     pub redirect: Option<RawRedirect>,
     pub proxy: Option<RawProxy>,
     pub compress: Option<RawCompress>,
+    pub cache: Option<RawRouteCache>,
 }
 
 /// `compress = { ... }` of a route; `{}` turns compression on with the defaults.

@@ -114,7 +114,8 @@ fn algorithm_hint(token: &str) -> String {
     }
 }
 
-fn levels(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCompressLevels) -> CompressLevels {
+/// A level per algorithm, each in its range (also the levels of a route cache's stored variants).
+pub(super) fn levels(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCompressLevels) -> CompressLevels {
     let mut level = |algorithm: CompressAlgorithm, value: &Option<Spanned<Scalar>>| {
         let value = value.as_ref()?;
         let (min, max) = algorithm.levels();

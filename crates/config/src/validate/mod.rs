@@ -3,7 +3,7 @@
 //! Each part of the file has its own module; each validates what it can and reports the rest into
 //! the shared [`Reporter`], returning a default or `None` where a value was bad, so that checking
 //! goes on. A [`Config`] is only built when nothing was reported, so the defaults never escape.
-//! Cross-references (a route's listeners and upstream) are checked against the *names* found in
+//! Cross-references (a route's listeners, upstream and cache zone) are checked against the *names* found in
 //! the file, valid or not, so one mistake is not reported again at every use.
 //!
 //! A proxy's inline `to` becomes an upstream group of its own (see [`proxy`]), added to
@@ -12,6 +12,7 @@
 mod actions;
 mod address;
 mod admin;
+mod cache;
 mod compress;
 mod files;
 mod hosts;
@@ -46,8 +47,14 @@ pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
     let (listeners, listener_names) = listeners::listeners(cx, raw.listeners);
     let upstream_names: Vec<String> = raw.upstreams.keys().cloned().collect();
     let mut upstreams = upstreams::upstreams(cx, raw.upstreams);
-    let (routes, inline_upstreams) =
-        routes::routes(cx, raw.routes, &listener_names, &upstream_names);
+    let zone_names: Vec<String> = raw.caches.keys().cloned().collect();
+    let caches = cache::zones(cx, raw.caches);
+    let names = routes::Defined {
+        listeners: &listener_names,
+        upstreams: &upstream_names,
+        zones: &zone_names,
+    };
+    let (routes, inline_upstreams) = routes::routes(cx, raw.routes, &names);
     upstreams.extend(inline_upstreams);
     upstreams.sort_by(|a, b| a.name.cmp(&b.name));
     let admin = admin::admin(cx, raw.admin, &listeners);
@@ -57,6 +64,7 @@ pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
         listeners,
         routes,
         upstreams,
+        caches,
         admin,
     })
 }

@@ -1,23 +1,30 @@
 //! `[[routes]]`: what a route matches (hosts, path, listeners) and the checks across routes.
-//! Its action is in [`super::actions`].
+//! Its action is in [`super::actions`], its `compress` option in [`super::compress`], its
+//! `cache` option in [`super::cache`].
 
 use std::collections::HashMap;
 
 use super::Cx;
+use super::cache::{RouteFacts, route_cache};
 use super::proxy::Targets;
 use crate::model::{PathMatch, Route, Upstream};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawRoute};
 use crate::schema::closest;
 
+/// Every name defined in the file that routes refer to, valid or not, so that a reference to a
+/// listener (upstream, zone) that is itself invalid is not reported twice.
+pub(super) struct Defined<'a> {
+    pub listeners: &'a [String],
+    pub upstreams: &'a [String],
+    pub zones: &'a [String],
+}
+
 /// The valid routes, in file order, and the upstream groups made for their proxies' inline `to`.
-/// `listeners` and `upstreams` are every name defined in the file, so a reference to a listener
-/// that is itself invalid is not reported twice.
 pub(super) fn routes(
     cx: &mut Cx<'_>,
     raw: Vec<RawRoute>,
-    listeners: &[String],
-    upstreams: &[String],
+    defined: &Defined<'_>,
 ) -> (Vec<Route>, Vec<Upstream>) {
     let root = KeyPath::root().key("routes");
     let mut valid = Vec::new();
@@ -50,9 +57,9 @@ pub(super) fn routes(
             None => Vec::new(),
         };
         let path_match = path_match(cx, &path, raw);
-        let route_listeners = route_listeners(cx, &path, raw, listeners);
+        let route_listeners = route_listeners(cx, &path, raw, defined.listeners);
         let targets = Targets {
-            defined: upstreams,
+            defined: defined.upstreams,
             route: &name,
         };
         let action = super::actions::action(cx, &path, raw, &targets);
@@ -60,6 +67,16 @@ pub(super) fn routes(
             .compress
             .as_ref()
             .map(|c| super::compress::compress(cx, &path.key("compress"), c));
+        let facts = RouteFacts {
+            zones: defined.zones,
+            action: sole_action(raw),
+            compress: raw.compress.is_some(),
+            exact_path: raw.path.is_some() && raw.path_prefix.is_none(),
+        };
+        let cache = raw
+            .cache
+            .as_ref()
+            .and_then(|c| route_cache(cx, &path.key("cache"), c, &facts));
         if let (Some(path_match), Some((action, inline))) = (path_match, action) {
             inline_upstreams.extend(inline);
             valid.push(Route {
@@ -69,10 +86,31 @@ pub(super) fn routes(
                 listeners: route_listeners,
                 action,
                 compress,
+                cache,
             });
         }
     }
     (valid, inline_upstreams)
+}
+
+/// The route's action when it has exactly one (none and several are reported by
+/// [`super::actions`]).
+fn sole_action(raw: &RawRoute) -> Option<&'static str> {
+    let present = [
+        ("static", raw.static_files.is_some()),
+        ("respond", raw.respond.is_some()),
+        ("redirect", raw.redirect.is_some()),
+        ("proxy", raw.proxy.is_some()),
+    ];
+    match present
+        .iter()
+        .filter(|(_, is)| *is)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [(action, _)] => Some(action),
+        _ => None,
+    }
 }
 
 fn path_match(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRoute) -> Option<PathMatch> {
