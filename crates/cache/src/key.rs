@@ -36,6 +36,10 @@ pub enum KeyPart {
     Header(HeaderName),
     /// `"cookie:NAME"`: the named cookie's value from `Cookie`, absent distinct from empty.
     Cookie(String),
+    /// `"method"`: the method of the stored response, which is always GET (a HEAD is answered
+    /// from a stored GET), so it adds ` method:GET`; kept for keys shared with other caches'
+    /// conventions (nginx users write `$request_method`).
+    Method,
 }
 
 /// The parts used when a route configures none: the target URI.
@@ -97,6 +101,7 @@ impl FromStr for KeyPart {
             "host" => Ok(KeyPart::Host),
             "path" => Ok(KeyPart::Path),
             "query" => Ok(KeyPart::Query),
+            "method" => Ok(KeyPart::Method),
             other => Err(KeyPartError::Unknown(other.to_owned())),
         }
     }
@@ -109,6 +114,7 @@ impl fmt::Display for KeyPart {
             KeyPart::Host => f.write_str("host"),
             KeyPart::Path => f.write_str("path"),
             KeyPart::Query => f.write_str("query"),
+            KeyPart::Method => f.write_str("method"),
             KeyPart::Header(name) => write!(f, "header:{name}"),
             KeyPart::Cookie(name) => write!(f, "cookie:{name}"),
         }
@@ -163,6 +169,7 @@ pub fn primary_key(
                     push_escaped(&mut key, value);
                 }
             }
+            KeyPart::Method => key.push_str(" method:GET"),
             KeyPart::Scheme | KeyPart::Host | KeyPart::Path | KeyPart::Query => {}
         }
     }

@@ -172,6 +172,7 @@ fn key_parts_parse_and_print_back() {
         "host",
         "path",
         "query",
+        "method",
         "header:accept-language",
         "cookie:sid",
     ] {
@@ -183,8 +184,8 @@ fn key_parts_parse_and_print_back() {
         KeyPart::Header(HeaderName::from_static("x-tenant"))
     );
     assert_eq!(
-        "method".parse::<KeyPart>(),
-        Err(KeyPartError::Unknown("method".into()))
+        "verb".parse::<KeyPart>(),
+        Err(KeyPartError::Unknown("verb".into()))
     );
     assert!(matches!(
         "header:bad name".parse::<KeyPart>(),
