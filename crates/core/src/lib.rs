@@ -1,10 +1,13 @@
 //! sluice's vocabulary, shared by every other crate: the error type (what went wrong, on which side,
-//! and which HTTP status it becomes), the response body type, and the names the server uses in logs.
+//! and which HTTP status it becomes), the response body type, the content codings, and the names
+//! the server uses in logs.
 //!
 //! This crate knows no sockets and no file formats; keep it that way so every crate can depend on it.
 
 pub mod body;
+pub mod coding;
 pub mod error;
 
 pub use body::Body;
+pub use coding::{Compression, ContentCoding, SidecarCoding};
 pub use error::{BoxError, Error, ErrorKind, Side};
