@@ -17,21 +17,20 @@ use http::{Method, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use sluice_config::{Compress, CompressAlgorithm};
-use sluice_core::{Body, BoxError};
+use sluice_core::{Body, BoxError, ContentCoding};
 use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
 use sluice_http::compress_policy::{
     self, CompressPolicy, Decision, NotModifiedOf, Precompressed, SkipReason, add_vary,
     apply_headers, weaken_etag,
 };
-use sluice_http::encoding::Encoding;
 
 use crate::metrics::{CompressBytes, CompressMetrics};
 
 /// A route's compression settings, ready for requests: nothing here is built per request.
 pub struct RouteCompression {
     policy: CompressPolicy,
-    /// Level per coding, indexed by [`Encoding::index`]; `None` is the algorithm's default.
-    levels: [Option<i32>; Encoding::ALL.len()],
+    /// Level per coding, indexed by [`ContentCoding::index`]; `None` is the algorithm's default.
+    levels: [Option<i32>; ContentCoding::ALL.len()],
     flush_delay: Duration,
     metrics: CompressMetrics,
 }
@@ -55,7 +54,7 @@ impl RouteCompression {
         if let Some(types) = &config.types {
             policy.mime_types.clone_from(types);
         }
-        let mut levels = [None; Encoding::ALL.len()];
+        let mut levels = [None; ContentCoding::ALL.len()];
         for algorithm in CompressAlgorithm::ALL {
             levels[encoding_of(algorithm).index()] = config
                 .levels
@@ -159,7 +158,7 @@ impl RouteCompression {
     fn compress(
         &self,
         method: &Method,
-        encoding: Encoding,
+        encoding: ContentCoding,
         response: &mut Response<Body>,
     ) -> Decision {
         let Some(algorithm) = algorithm_of(encoding) else {
@@ -238,22 +237,22 @@ impl AcceptEncoding {
     }
 }
 
-fn encoding_of(algorithm: CompressAlgorithm) -> Encoding {
+fn encoding_of(algorithm: CompressAlgorithm) -> ContentCoding {
     match algorithm {
-        CompressAlgorithm::Gzip => Encoding::Gzip,
-        CompressAlgorithm::Deflate => Encoding::Deflate,
-        CompressAlgorithm::Br => Encoding::Br,
-        CompressAlgorithm::Zstd => Encoding::Zstd,
+        CompressAlgorithm::Gzip => ContentCoding::Gzip,
+        CompressAlgorithm::Deflate => ContentCoding::Deflate,
+        CompressAlgorithm::Br => ContentCoding::Br,
+        CompressAlgorithm::Zstd => ContentCoding::Zstd,
     }
 }
 
-fn algorithm_of(encoding: Encoding) -> Option<Algorithm> {
+fn algorithm_of(encoding: ContentCoding) -> Option<Algorithm> {
     match encoding {
-        Encoding::Gzip => Some(Algorithm::Gzip),
-        Encoding::Deflate => Some(Algorithm::Deflate),
-        Encoding::Br => Some(Algorithm::Br),
-        Encoding::Zstd => Some(Algorithm::Zstd),
-        Encoding::Identity => None,
+        ContentCoding::Gzip => Some(Algorithm::Gzip),
+        ContentCoding::Deflate => Some(Algorithm::Deflate),
+        ContentCoding::Br => Some(Algorithm::Br),
+        ContentCoding::Zstd => Some(Algorithm::Zstd),
+        ContentCoding::Identity => None,
     }
 }
 
@@ -267,7 +266,7 @@ fn decision_str(decision: Decision) -> &'static str {
 /// The single content coding of the response as sent, if sluice knows its token.
 fn sent_encoding(headers: &HeaderMap) -> Option<&'static str> {
     let value = headers.get(header::CONTENT_ENCODING)?;
-    Encoding::from_token_bytes(value.as_bytes().trim_ascii()).map(Encoding::as_str)
+    ContentCoding::from_token_bytes(value.as_bytes().trim_ascii()).map(ContentCoding::as_str)
 }
 
 /// Server-sent events are flushed per event, whatever the flush delay.

@@ -4,9 +4,9 @@
 use super::*;
 use bytes::BytesMut;
 use sluice_config::SidecarCoding;
+use sluice_core::ContentCoding;
 use sluice_http::compress::{Algorithm, Encoder};
 use sluice_http::compress_policy::Precompressed;
-use sluice_http::encoding::Encoding;
 
 /// A script long enough to compress well.
 fn script() -> Vec<u8> {
@@ -161,7 +161,7 @@ async fn each_variant_has_its_own_etag_and_the_response_is_marked() -> TestResul
         .await?;
     assert_eq!(
         response.extensions().get::<Precompressed>(),
-        Some(&Precompressed(Encoding::Br))
+        Some(&Precompressed(ContentCoding::Br))
     );
     headers.insert(
         header::ACCEPT_ENCODING,

@@ -51,7 +51,7 @@ fn exercised() -> Arc<Metrics> {
     upstream.no_peer_available();
     let compress = m.compress("api");
     compress.decided(sluice_http::compress_policy::Decision::Compress(
-        sluice_http::encoding::Encoding::Br,
+        sluice_core::ContentCoding::Br,
     ));
     compress.decided(sluice_http::compress_policy::Decision::Skip(
         sluice_http::compress_policy::SkipReason::TooSmall,
