@@ -17,11 +17,12 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
+use sluice_core::Compression;
+use sluice_http::compress::{CompressBody, CompressOptions, Encoder};
 use support::{ALL, ChannelBody, ReadyBody, StreamDecoder, decode, decode_cli};
 use tokio::sync::mpsc;
 
-fn compress<B>(alg: Algorithm, inner: B, options: CompressOptions) -> CompressBody<B> {
+fn compress<B>(alg: Compression, inner: B, options: CompressOptions) -> CompressBody<B> {
     CompressBody::new(inner, Encoder::new(alg, None).unwrap(), options)
 }
 
@@ -235,10 +236,10 @@ async fn an_inner_error_propagates() {
 #[ignore = "performance measurement; run by hand in release mode"]
 fn throughput() {
     let fixture = support::json_fixture();
-    let runs: [(Algorithm, &[i32]); 3] = [
-        (Algorithm::Gzip, &[1, 2, 4, 6, 9]),
-        (Algorithm::Br, &[4, 11]),
-        (Algorithm::Zstd, &[1, 3]),
+    let runs: [(Compression, &[i32]); 3] = [
+        (Compression::GZIP, &[1, 2, 4, 6, 9]),
+        (Compression::BR, &[4, 11]),
+        (Compression::ZSTD, &[1, 3]),
     ];
     for (alg, levels) in runs {
         for &level in levels {
@@ -258,7 +259,7 @@ fn throughput() {
             let ratio = fixture.len() as f64 / out.len() as f64;
             println!(
                 "{:<5} level {level:>2}: {mbps:>7.1} MB/s, ratio {ratio:.2}",
-                alg.token()
+                alg.as_str()
             );
         }
     }

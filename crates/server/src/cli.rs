@@ -73,8 +73,8 @@ struct PrecompressArgs {
     #[arg(value_name = "DIR")]
     dir: PathBuf,
     /// Codings to write, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "gzip,br,zstd")]
-    algorithms: Vec<CodingArg>,
+    #[arg(long, value_delimiter = ',', default_value = "gzip,br,zstd", value_parser = sidecar_coding())]
+    algorithms: Vec<sluice_core::SidecarCoding>,
     /// `max` (gzip 9, br 11, zstd 19) or a number, clamped into each coding's range.
     #[arg(long, default_value = "max", value_parser = parse_level)]
     level: LevelArg,
@@ -89,17 +89,23 @@ struct PrecompressArgs {
     jobs: Option<usize>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum CodingArg {
-    Gzip,
-    Br,
-    Zstd,
-}
-
 #[derive(Clone, Copy)]
 enum LevelArg {
     Max,
     Fixed(i32),
+}
+
+/// A sidecar coding by its token, exactly as clap's value enums take them (lower case), listed in
+/// the order `sluice precompress` writes and reports them.
+fn sidecar_coding() -> impl clap::builder::TypedValueParser<Value = sluice_core::SidecarCoding> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    let tokens = crate::precompress::ALGORITHMS.map(sluice_core::SidecarCoding::as_str);
+    PossibleValuesParser::new(tokens).try_map(|token| {
+        crate::precompress::ALGORITHMS
+            .into_iter()
+            .find(|coding| coding.as_str() == token)
+            .ok_or("not a sidecar coding")
+    })
 }
 
 fn parse_level(text: &str) -> Result<LevelArg, String> {
@@ -263,16 +269,10 @@ pub fn main() -> ExitCode {
 }
 
 fn precompress(args: PrecompressArgs) -> ExitCode {
-    use sluice_http::compress::Algorithm;
     let mut algorithms = Vec::new();
     for coding in args.algorithms {
-        let alg = match coding {
-            CodingArg::Gzip => Algorithm::Gzip,
-            CodingArg::Br => Algorithm::Br,
-            CodingArg::Zstd => Algorithm::Zstd,
-        };
-        if !algorithms.contains(&alg) {
-            algorithms.push(alg);
+        if !algorithms.contains(&coding) {
+            algorithms.push(coding);
         }
     }
     let options = crate::precompress::Options {

@@ -17,8 +17,8 @@ use http::{Method, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use sluice_config::{Compress, CompressAlgorithm};
-use sluice_core::{Body, BoxError, ContentCoding};
-use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
+use sluice_core::{Body, BoxError, Compression, ContentCoding};
+use sluice_http::compress::{CompressBody, CompressOptions, Encoder};
 use sluice_http::compress_policy::{
     self, CompressPolicy, Decision, NotModifiedOf, Precompressed, SkipReason, add_vary,
     apply_headers, weaken_etag,
@@ -161,7 +161,7 @@ impl RouteCompression {
         encoding: ContentCoding,
         response: &mut Response<Body>,
     ) -> Decision {
-        let Some(algorithm) = algorithm_of(encoding) else {
+        let Some(algorithm) = Compression::new(encoding) else {
             // Negotiation never picks identity for `Compress`; stay correct if it ever did.
             add_vary(response.headers_mut());
             return Decision::Skip(SkipReason::NotAccepted);
@@ -243,16 +243,6 @@ fn encoding_of(algorithm: CompressAlgorithm) -> ContentCoding {
         CompressAlgorithm::Deflate => ContentCoding::Deflate,
         CompressAlgorithm::Br => ContentCoding::Br,
         CompressAlgorithm::Zstd => ContentCoding::Zstd,
-    }
-}
-
-fn algorithm_of(encoding: ContentCoding) -> Option<Algorithm> {
-    match encoding {
-        ContentCoding::Gzip => Some(Algorithm::Gzip),
-        ContentCoding::Deflate => Some(Algorithm::Deflate),
-        ContentCoding::Br => Some(Algorithm::Br),
-        ContentCoding::Zstd => Some(Algorithm::Zstd),
-        ContentCoding::Identity => None,
     }
 }
 

@@ -4,8 +4,8 @@
 use super::*;
 use bytes::BytesMut;
 use sluice_config::SidecarCoding;
-use sluice_core::ContentCoding;
-use sluice_http::compress::{Algorithm, Encoder};
+use sluice_core::{Compression, ContentCoding};
+use sluice_http::compress::Encoder;
 use sluice_http::compress_policy::Precompressed;
 
 /// A script long enough to compress well.
@@ -16,7 +16,7 @@ fn script() -> Vec<u8> {
         .into_bytes()
 }
 
-fn compress(alg: Algorithm, input: &[u8]) -> Result<Vec<u8>, BoxError> {
+fn compress(alg: Compression, input: &[u8]) -> Result<Vec<u8>, BoxError> {
     let mut encoder = Encoder::new(alg, Some(9))?;
     let mut out = BytesMut::new();
     encoder.write(input, &mut out)?;
@@ -35,9 +35,9 @@ struct Sidecars {
 fn with_sidecars(site: &Site, rel: &str) -> Result<Sidecars, BoxError> {
     let original = script();
     let sidecars = Sidecars {
-        gz: compress(Algorithm::Gzip, &original)?,
-        br: compress(Algorithm::Br, &original)?,
-        zst: compress(Algorithm::Zstd, &original)?,
+        gz: compress(Compression::GZIP, &original)?,
+        br: compress(Compression::BR, &original)?,
+        zst: compress(Compression::ZSTD, &original)?,
         original,
     };
     site.file(rel, &sidecars.original)?;

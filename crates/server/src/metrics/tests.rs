@@ -56,9 +56,7 @@ fn exercised() -> Arc<Metrics> {
     compress.decided(sluice_http::compress_policy::Decision::Skip(
         sluice_http::compress_policy::SkipReason::TooSmall,
     ));
-    compress
-        .bytes(sluice_http::compress::Algorithm::Br)
-        .add(1000, 100);
+    compress.bytes(sluice_core::Compression::BR).add(1000, 100);
     let decompress = m.decompress("api");
     decompress.outcome(super::DecompressOutcome::Decoded);
     decompress.bytes(100, 1000);
