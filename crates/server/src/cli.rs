@@ -11,9 +11,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use sluice_config::{
     AccessLog, Action, BalancePolicy, CertFiles, Compress, Config, DecompressRequests, HashKey,
-    Listener, LogSettings, PathMatch, Proxy, Route, ServerSettings, SidecarCoding, StaticFiles,
-    Tls, Upstream, UpstreamAddress, UpstreamServer,
+    Listener, LogSettings, PathMatch, Proxy, Route, ServerSettings, StaticFiles, Tls, Upstream,
+    UpstreamAddress, UpstreamServer,
 };
+
+use sluice_core::SidecarCoding;
 
 use crate::cert;
 
@@ -74,7 +76,7 @@ struct PrecompressArgs {
     dir: PathBuf,
     /// Codings to write, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "gzip,br,zstd", value_parser = sidecar_coding())]
-    algorithms: Vec<sluice_core::SidecarCoding>,
+    algorithms: Vec<SidecarCoding>,
     /// `max` (gzip 9, br 11, zstd 19) or a number, clamped into each coding's range.
     #[arg(long, default_value = "max", value_parser = parse_level)]
     level: LevelArg,
@@ -97,9 +99,9 @@ enum LevelArg {
 
 /// A sidecar coding by its token, exactly as clap's value enums take them (lower case), listed in
 /// the order `sluice precompress` writes and reports them.
-fn sidecar_coding() -> impl clap::builder::TypedValueParser<Value = sluice_core::SidecarCoding> {
+fn sidecar_coding() -> impl clap::builder::TypedValueParser<Value = SidecarCoding> {
     use clap::builder::{PossibleValuesParser, TypedValueParser};
-    let tokens = crate::precompress::ALGORITHMS.map(sluice_core::SidecarCoding::as_str);
+    let tokens = crate::precompress::ALGORITHMS.map(SidecarCoding::as_str);
     PossibleValuesParser::new(tokens).try_map(|token| {
         crate::precompress::ALGORITHMS
             .into_iter()

@@ -16,7 +16,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use sluice_config::{Compress, CompressAlgorithm};
+use sluice_config::Compress;
 use sluice_core::{Body, BoxError, Compression, ContentCoding};
 use sluice_http::compress::{CompressBody, CompressOptions, Encoder};
 use sluice_http::compress_policy::{
@@ -29,8 +29,8 @@ use crate::metrics::{CompressBytes, CompressMetrics};
 /// A route's compression settings, ready for requests: nothing here is built per request.
 pub struct RouteCompression {
     policy: CompressPolicy,
-    /// Level per coding, indexed by [`ContentCoding::index`]; `None` is the algorithm's default.
-    levels: [Option<i32>; ContentCoding::ALL.len()],
+    /// Level per coding, indexed by [`Compression::index`]; `None` is the algorithm's default.
+    levels: [Option<i32>; Compression::ALL.len()],
     flush_delay: Duration,
     metrics: CompressMetrics,
 }
@@ -47,20 +47,19 @@ pub struct Outcome {
 impl RouteCompression {
     pub fn new(config: &Compress, metrics: CompressMetrics) -> Self {
         let mut policy = CompressPolicy {
-            offered: config.algorithms.iter().map(|&a| encoding_of(a)).collect(),
+            offered: config.algorithms.iter().map(|&a| a.coding()).collect(),
             min_length: config.min_length,
             ..CompressPolicy::default()
         };
         if let Some(types) = &config.types {
             policy.mime_types.clone_from(types);
         }
-        let mut levels = [None; ContentCoding::ALL.len()];
-        for algorithm in CompressAlgorithm::ALL {
-            levels[encoding_of(algorithm).index()] = config
+        let levels = Compression::ALL.map(|algorithm| {
+            config
                 .levels
                 .get(algorithm)
-                .and_then(|l| i32::try_from(l).ok());
-        }
+                .and_then(|l| i32::try_from(l).ok())
+        });
         Self {
             policy,
             levels,
@@ -173,7 +172,7 @@ impl RouteCompression {
             *response.body_mut() = Body::Empty;
             return Decision::Compress(encoding);
         }
-        let encoder = match Encoder::new(algorithm, self.levels[encoding.index()]) {
+        let encoder = match Encoder::new(algorithm, self.levels[algorithm.index()]) {
             Ok(encoder) => encoder,
             Err(err) => {
                 // Only a zstd context that cannot be allocated gets here; identity is always
@@ -234,15 +233,6 @@ impl AcceptEncoding {
             AcceptEncoding::Many(many) => many,
         };
         lines.iter().map(HeaderValue::as_bytes)
-    }
-}
-
-fn encoding_of(algorithm: CompressAlgorithm) -> ContentCoding {
-    match algorithm {
-        CompressAlgorithm::Gzip => ContentCoding::Gzip,
-        CompressAlgorithm::Deflate => ContentCoding::Deflate,
-        CompressAlgorithm::Br => ContentCoding::Br,
-        CompressAlgorithm::Zstd => ContentCoding::Zstd,
     }
 }
 

@@ -111,7 +111,7 @@ impl StaticFiles {
             resolver,
             route_prefix: route_prefix.to_owned(),
             strip_prefix: cfg.strip_prefix,
-            sidecars: cfg.precompressed.iter().map(|&c| encoding_of(c)).collect(),
+            sidecars: cfg.precompressed.iter().map(|&c| c.coding()).collect(),
             cache: FileCache::new(cfg.memory_cache, cache::REVALIDATE_AFTER),
         };
         Ok(Self {
@@ -232,15 +232,6 @@ impl Representation {
             encoding: hit.encoding,
             content_type: hit.content_type.clone(),
         }
-    }
-}
-
-/// The coding a config token stands for.
-fn encoding_of(coding: sluice_config::SidecarCoding) -> ContentCoding {
-    match coding {
-        sluice_config::SidecarCoding::Zstd => ContentCoding::Zstd,
-        sluice_config::SidecarCoding::Br => ContentCoding::Br,
-        sluice_config::SidecarCoding::Gzip => ContentCoding::Gzip,
     }
 }
 

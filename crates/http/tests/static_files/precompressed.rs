@@ -3,8 +3,7 @@
 
 use super::*;
 use bytes::BytesMut;
-use sluice_config::SidecarCoding;
-use sluice_core::{Compression, ContentCoding};
+use sluice_core::{Compression, ContentCoding, SidecarCoding};
 use sluice_http::compress::Encoder;
 use sluice_http::compress_policy::Precompressed;
 
@@ -106,7 +105,7 @@ async fn the_variant_follows_client_weights_then_the_route_order() -> TestResult
 async fn a_route_order_narrows_and_orders_the_codings() -> TestResult {
     let site = Site::new()?;
     let s = with_sidecars(&site, "app.js")?;
-    let files = site.route(|c| c.precompressed = vec![SidecarCoding::Gzip, SidecarCoding::Br])?;
+    let files = site.route(|c| c.precompressed = vec![SidecarCoding::GZIP, SidecarCoding::BR])?;
     let reply = get_ae(&files, "/app.js", "zstd, br, gzip").await?;
     assert_eq!(reply.header(header::CONTENT_ENCODING), Some("gzip"));
     assert_eq!(reply.body, s.gz);
