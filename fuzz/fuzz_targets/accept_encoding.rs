@@ -5,14 +5,20 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_http::encoding::{Encoding, Negotiated, negotiate_fields};
+use sluice_core::ContentCoding;
+use sluice_http::encoding::{Negotiated, negotiate_fields};
 
-const OFFERED: [Encoding; 4] = [Encoding::Zstd, Encoding::Br, Encoding::Gzip, Encoding::Deflate];
+const OFFERED: [ContentCoding; 4] = [
+    ContentCoding::Zstd,
+    ContentCoding::Br,
+    ContentCoding::Gzip,
+    ContentCoding::Deflate,
+];
 
 fuzz_target!(|data: &[u8]| {
     // Split the input at NUL into several field lines, as a request may carry more than one.
     let fields = data.split(|&b| b == 0);
     if let Negotiated::Use(encoding) = negotiate_fields(fields, &OFFERED) {
-        assert!(encoding == Encoding::Identity || OFFERED.contains(&encoding));
+        assert!(encoding == ContentCoding::Identity || OFFERED.contains(&encoding));
     }
 });

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
+use sluice_core::{Compression, ContentCoding, SidecarCoding};
 
 /// A whole, valid configuration.
 #[derive(Debug, Clone)]
@@ -218,9 +219,9 @@ pub struct Route {
 pub struct Compress {
     /// Codings produced, most preferred first, used when the client likes several equally;
     /// never empty, no duplicates. Default zstd, br, gzip.
-    pub algorithms: Vec<CompressAlgorithm>,
+    pub algorithms: Vec<Compression>,
     /// Level per algorithm; `None` uses the algorithm's default for live traffic (gzip and
-    /// deflate 2, br 4, zstd 3). Always within [`CompressAlgorithm::levels`].
+    /// deflate 2, br 4, zstd 3). Always within [`Compression::levels`].
     pub levels: CompressLevels,
     /// Responses with a known `Content-Length` below this many bytes are sent as they are.
     pub min_length: u64,
@@ -235,48 +236,11 @@ pub struct Compress {
 impl Default for Compress {
     fn default() -> Self {
         Self {
-            algorithms: vec![
-                CompressAlgorithm::Zstd,
-                CompressAlgorithm::Br,
-                CompressAlgorithm::Gzip,
-            ],
+            algorithms: vec![Compression::ZSTD, Compression::BR, Compression::GZIP],
             levels: CompressLevels::default(),
             min_length: 256,
             types: None,
             flush_delay: Duration::from_millis(50),
-        }
-    }
-}
-
-/// A content coding sluice compresses responses with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CompressAlgorithm {
-    Gzip,
-    Deflate,
-    Br,
-    Zstd,
-}
-
-impl CompressAlgorithm {
-    pub const ALL: [CompressAlgorithm; 4] = [Self::Gzip, Self::Deflate, Self::Br, Self::Zstd];
-
-    /// The `Content-Encoding` token, as written in the config.
-    pub const fn token(self) -> &'static str {
-        match self {
-            Self::Gzip => "gzip",
-            Self::Deflate => "deflate",
-            Self::Br => "br",
-            Self::Zstd => "zstd",
-        }
-    }
-
-    /// The levels the encoder accepts. zstd stops at 19: higher ("ultra") levels need windows
-    /// larger than the 8 MiB HTTP clients must support (RFC 9659).
-    pub const fn levels(self) -> (u32, u32) {
-        match self {
-            Self::Gzip | Self::Deflate => (1, 9),
-            Self::Br => (0, 11),
-            Self::Zstd => (1, 19),
         }
     }
 }
@@ -291,12 +255,14 @@ pub struct CompressLevels {
 }
 
 impl CompressLevels {
-    pub const fn get(&self, algorithm: CompressAlgorithm) -> Option<u32> {
-        match algorithm {
-            CompressAlgorithm::Gzip => self.gzip,
-            CompressAlgorithm::Deflate => self.deflate,
-            CompressAlgorithm::Br => self.br,
-            CompressAlgorithm::Zstd => self.zstd,
+    pub const fn get(&self, algorithm: Compression) -> Option<u32> {
+        match algorithm.coding() {
+            ContentCoding::Gzip => self.gzip,
+            ContentCoding::Deflate => self.deflate,
+            ContentCoding::Br => self.br,
+            ContentCoding::Zstd => self.zstd,
+            // Never inside a `Compression`.
+            ContentCoding::Identity => None,
         }
     }
 }
@@ -382,36 +348,6 @@ impl StaticFiles {
             precompressed: Vec::new(),
             memory_cache: Self::DEFAULT_MEMORY_CACHE,
         }
-    }
-}
-
-/// The coding of a precompressed sidecar file. sluice-config has no dependency on sluice-http,
-/// whose `Encoding` this maps to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SidecarCoding {
-    Zstd,
-    Br,
-    Gzip,
-}
-
-impl SidecarCoding {
-    /// Every sidecar coding in the default preference order: zstd > br > gzip (smallest first
-    /// at the levels `sluice precompress` writes).
-    pub const ALL: [SidecarCoding; 3] =
-        [SidecarCoding::Zstd, SidecarCoding::Br, SidecarCoding::Gzip];
-
-    /// The content-coding token, as written in the config and in `Content-Encoding`.
-    pub const fn token(self) -> &'static str {
-        match self {
-            SidecarCoding::Zstd => "zstd",
-            SidecarCoding::Br => "br",
-            SidecarCoding::Gzip => "gzip",
-        }
-    }
-
-    /// The token's coding, exactly as written (lower case).
-    pub fn from_token(token: &str) -> Option<SidecarCoding> {
-        SidecarCoding::ALL.into_iter().find(|c| c.token() == token)
     }
 }
 

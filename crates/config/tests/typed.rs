@@ -300,11 +300,14 @@ fn precompressed_is_a_switch_or_an_ordered_list() {
         };
         files.precompressed.clone()
     };
-    use SidecarCoding::{Br, Gzip, Zstd};
+    use sluice_core::SidecarCoding as S;
     assert_eq!(codings(""), []);
     assert_eq!(codings(", precompressed = false"), []);
-    assert_eq!(codings(", precompressed = true"), [Zstd, Br, Gzip]);
-    assert_eq!(codings(r#", precompressed = ["gzip", "br"]"#), [Gzip, Br]);
+    assert_eq!(codings(", precompressed = true"), [S::ZSTD, S::BR, S::GZIP]);
+    assert_eq!(
+        codings(r#", precompressed = ["gzip", "br"]"#),
+        [S::GZIP, S::BR]
+    );
 }
 
 #[test]

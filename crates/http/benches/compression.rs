@@ -13,10 +13,11 @@
 
 use bytes::BytesMut;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use sluice_http::compress::{Algorithm, Encoder};
+use sluice_core::Compression;
+use sluice_http::compress::Encoder;
 
 /// Compress `input` as one response.
-fn compress(alg: Algorithm, level: i32, input: &[u8]) -> BytesMut {
+fn compress(alg: Compression, level: i32, input: &[u8]) -> BytesMut {
     let mut out = BytesMut::new();
     let mut encoder = Encoder::new(alg, Some(level)).unwrap();
     encoder.write(input, &mut out).unwrap();
@@ -189,11 +190,11 @@ fn dates_json() -> Vec<u8> {
 }
 
 /// The cases: (algorithm, levels on both bodies, levels on the page only).
-const CASES: &[(Algorithm, &[i32], &[i32])] = &[
-    (Algorithm::Gzip, &[1, 2, 4, 6, 9], &[]),
-    (Algorithm::Deflate, &[2, 6], &[]),
-    (Algorithm::Br, &[1, 2, 3, 4, 5, 6], &[11]),
-    (Algorithm::Zstd, &[1, 3, 9], &[19]),
+const CASES: &[(Compression, &[i32], &[i32])] = &[
+    (Compression::GZIP, &[1, 2, 4, 6, 9], &[]),
+    (Compression::DEFLATE, &[2, 6], &[]),
+    (Compression::BR, &[1, 2, 3, 4, 5, 6], &[11]),
+    (Compression::ZSTD, &[1, 3, 9], &[19]),
 ];
 
 fn bench(c: &mut Criterion) {
@@ -214,11 +215,11 @@ fn bench(c: &mut Criterion) {
                 let size = compress(alg, level, body).len();
                 println!(
                     "ratio {name} {}-{level}: {} -> {size} bytes, {:.2}x",
-                    alg.token(),
+                    alg.as_str(),
                     body.len(),
                     body.len() as f64 / size as f64
                 );
-                let id = BenchmarkId::new(alg.token(), level);
+                let id = BenchmarkId::new(alg.as_str(), level);
                 group.bench_with_input(id, body, |b, body| b.iter(|| compress(alg, level, body)));
             }
         }

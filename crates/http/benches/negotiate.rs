@@ -8,9 +8,10 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, header::ACCEPT_ENCODING};
-use sluice_http::encoding::{Encoding, negotiate_headers};
+use sluice_core::ContentCoding;
+use sluice_http::encoding::negotiate_headers;
 
-const OFFERED: [Encoding; 3] = [Encoding::Zstd, Encoding::Br, Encoding::Gzip];
+const OFFERED: [ContentCoding; 3] = [ContentCoding::Zstd, ContentCoding::Br, ContentCoding::Gzip];
 
 /// (case, Accept-Encoding lines).
 const FIELDS: &[(&str, &[&str])] = &[

@@ -12,7 +12,8 @@
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 
-use crate::encoding::{Encoding, Negotiated, negotiate_fields};
+use crate::encoding::{Negotiated, negotiate_fields};
+use sluice_core::ContentCoding;
 
 /// What is worth compressing, and in which codings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub struct CompressPolicy {
     /// Responses with a known `Content-Length` below this are sent as they are.
     pub min_length: u64,
     /// Codings the server produces, most preferred first.
-    pub offered: Vec<Encoding>,
+    pub offered: Vec<ContentCoding>,
 }
 
 impl Default for CompressPolicy {
@@ -57,7 +58,7 @@ impl Default for CompressPolicy {
         CompressPolicy {
             mime_types: mime_types.iter().map(|m| (*m).to_owned()).collect(),
             min_length: 256,
-            offered: vec![Encoding::Zstd, Encoding::Br, Encoding::Gzip],
+            offered: vec![ContentCoding::Zstd, ContentCoding::Br, ContentCoding::Gzip],
         }
     }
 }
@@ -73,7 +74,7 @@ impl CompressPolicy {
 /// The verdict for one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    Compress(Encoding),
+    Compress(ContentCoding),
     Skip(SkipReason),
 }
 
@@ -103,7 +104,7 @@ pub enum SkipReason {
 /// files' precompressed sidecars), so logs and metrics say `precompressed` rather than
 /// `already_encoded`, which points at an upstream that compresses by itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Precompressed(pub Encoding);
+pub struct Precompressed(pub ContentCoding);
 
 /// Response extension on a `304` from a producer that knows the representation it stands for
 /// (static files): the `Content-Type` and length its `200` would have. A `304` must repeat the
@@ -218,7 +219,7 @@ pub fn decide_representation<'a>(
         return Decision::Skip(SkipReason::TooSmall);
     }
     match negotiate_fields(accept_encoding, &policy.offered) {
-        Negotiated::Use(Encoding::Identity) | Negotiated::NotAcceptable => {
+        Negotiated::Use(ContentCoding::Identity) | Negotiated::NotAcceptable => {
             Decision::Skip(SkipReason::NotAccepted)
         }
         Negotiated::Use(encoding) => Decision::Compress(encoding),
@@ -226,10 +227,10 @@ pub fn decide_representation<'a>(
 }
 
 /// Turn the headers of a response about to be compressed with `encoding` into those of the
-/// encoded response. With [`Encoding::Identity`] only `Vary` is added.
-pub fn apply_headers(resp_headers: &mut HeaderMap, encoding: Encoding) {
+/// encoded response. With [`ContentCoding::Identity`] only `Vary` is added.
+pub fn apply_headers(resp_headers: &mut HeaderMap, encoding: ContentCoding) {
     add_vary(resp_headers);
-    if encoding == Encoding::Identity {
+    if encoding == ContentCoding::Identity {
         return;
     }
     resp_headers.insert(

@@ -50,15 +50,15 @@ fn compresses_with_the_negotiated_coding() {
     let resp = html();
     assert_eq!(
         decide_for(Method::GET, Some("gzip, br, zstd"), 200, &resp),
-        Decision::Compress(Encoding::Zstd)
+        Decision::Compress(ContentCoding::Zstd)
     );
     assert_eq!(
         decide_for(Method::GET, Some("gzip, br;q=0.9"), 200, &resp),
-        Decision::Compress(Encoding::Gzip)
+        Decision::Compress(ContentCoding::Gzip)
     );
     assert_eq!(
         decide_for(Method::POST, Some("br"), 404, &resp),
-        Decision::Compress(Encoding::Br)
+        Decision::Compress(ContentCoding::Br)
     );
 }
 
@@ -122,7 +122,7 @@ fn already_encoded() {
     );
     assert_eq!(
         decide_for(Method::GET, Some("br"), 200, &resp),
-        Decision::Compress(Encoding::Br)
+        Decision::Compress(ContentCoding::Br)
     );
     resp.insert(
         header::CONTENT_ENCODING,
@@ -169,7 +169,7 @@ fn type_allow_list() {
     for (content_type, allowed) in cases {
         let resp = response(&[(header::CONTENT_TYPE, content_type)]);
         let expected = if allowed {
-            Decision::Compress(Encoding::Gzip)
+            Decision::Compress(ContentCoding::Gzip)
         } else {
             skip(SkipReason::Type)
         };
@@ -195,7 +195,7 @@ fn type_allow_list() {
         StatusCode::OK,
         &resp,
     );
-    assert_eq!(decision, Decision::Compress(Encoding::Br));
+    assert_eq!(decision, Decision::Compress(ContentCoding::Br));
 }
 
 #[test]
@@ -216,17 +216,17 @@ fn minimum_length() {
     );
     assert_eq!(
         decide_for(Method::GET, Some("gzip"), 200, &with_length("256")),
-        Decision::Compress(Encoding::Gzip)
+        Decision::Compress(ContentCoding::Gzip)
     );
     // Unknown (absent or unreadable) length: compress, the encoder streams.
     let unknown = response(&[(header::CONTENT_TYPE, "text/plain")]);
     assert_eq!(
         decide_for(Method::GET, Some("gzip"), 200, &unknown),
-        Decision::Compress(Encoding::Gzip)
+        Decision::Compress(ContentCoding::Gzip)
     );
     assert_eq!(
         decide_for(Method::GET, Some("gzip"), 200, &with_length("x")),
-        Decision::Compress(Encoding::Gzip)
+        Decision::Compress(ContentCoding::Gzip)
     );
 }
 
@@ -248,7 +248,7 @@ fn reasons_have_distinct_labels_and_vary_hints() {
         .filter(|r| skip(*r).wants_vary())
         .collect();
     assert_eq!(varying, [SkipReason::TooSmall, SkipReason::NotAccepted]);
-    assert!(Decision::Compress(Encoding::Gzip).wants_vary());
+    assert!(Decision::Compress(ContentCoding::Gzip).wants_vary());
 }
 
 #[test]
@@ -259,7 +259,7 @@ fn apply_headers_rewrites_the_representation_metadata() {
     for digest in ["content-md5", "digest", "content-digest", "repr-digest"] {
         resp.insert(digest, HeaderValue::from_static("sha-256=:AAAA:"));
     }
-    apply_headers(&mut resp, Encoding::Br);
+    apply_headers(&mut resp, ContentCoding::Br);
     for digest in ["content-md5", "digest", "content-digest", "repr-digest"] {
         assert!(
             resp.get(digest).is_none(),
@@ -278,7 +278,7 @@ fn apply_headers_rewrites_the_representation_metadata() {
 fn etag_weakening() {
     let etag_after = |etag: &'static str| {
         let mut resp = response(&[(header::ETAG, etag)]);
-        apply_headers(&mut resp, Encoding::Gzip);
+        apply_headers(&mut resp, ContentCoding::Gzip);
         resp.get(header::ETAG)
             .map(|v| v.to_str().unwrap().to_owned())
     };
@@ -292,7 +292,7 @@ fn etag_weakening() {
 fn identity_only_adds_vary() {
     let mut resp = html();
     resp.insert(header::ETAG, HeaderValue::from_static("\"abc\""));
-    apply_headers(&mut resp, Encoding::Identity);
+    apply_headers(&mut resp, ContentCoding::Identity);
     assert!(resp.get(header::CONTENT_ENCODING).is_none());
     assert_eq!(resp[header::CONTENT_LENGTH], "5000");
     assert_eq!(resp[header::ETAG], "\"abc\"");
@@ -349,11 +349,11 @@ fn decide_with_takes_accept_encoding_lines_and_a_known_body_length() {
     };
     assert_eq!(
         decide(None),
-        Decision::Compress(Encoding::Br),
+        Decision::Compress(ContentCoding::Br),
         "both lines count, unknown length compresses"
     );
     assert_eq!(decide(Some(10)), skip(SkipReason::TooSmall));
-    assert_eq!(decide(Some(10_000)), Decision::Compress(Encoding::Br));
+    assert_eq!(decide(Some(10_000)), Decision::Compress(ContentCoding::Br));
     // A declared Content-Length wins over the body's length.
     let declared = response(&[
         (header::CONTENT_TYPE, "text/plain"),

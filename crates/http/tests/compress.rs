@@ -20,11 +20,12 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
+use sluice_core::Compression;
+use sluice_http::compress::{CompressBody, CompressOptions, Encoder};
 use support::{ALL, ChannelBody, ReadyBody, StreamDecoder, decode};
 use tokio::sync::mpsc;
 
-fn compress<B>(alg: Algorithm, inner: B, options: CompressOptions) -> CompressBody<B> {
+fn compress<B>(alg: Compression, inner: B, options: CompressOptions) -> CompressBody<B> {
     CompressBody::new(inner, Encoder::new(alg, None).unwrap(), options)
 }
 
@@ -66,7 +67,7 @@ async fn fixture_in_uneven_chunks_decodes_with_crates_and_independent_decoders()
         let (whole, _) = collect(compress(alg, ready, Default::default())).await;
         for data in [&streamed, &whole] {
             assert_eq!(decode(alg, data), fixture, "{alg:?}");
-            let independent = independent::decode(alg.token(), data);
+            let independent = independent::decode(alg.as_str(), data);
             assert_eq!(independent, fixture, "{alg:?}, independent decoder");
         }
         assert!(
@@ -89,7 +90,7 @@ async fn the_independent_decoders_refuse_a_cut_stream_and_bytes_after_one() {
         let cut = &data[..data.len() - 1];
         let extended = [&data[..], b"x"].concat();
         for bad in [cut, &extended[..]] {
-            let decoded = std::panic::catch_unwind(|| independent::decode(alg.token(), bad));
+            let decoded = std::panic::catch_unwind(|| independent::decode(alg.as_str(), bad));
             assert!(decoded.is_err(), "{alg:?}: {} bytes accepted", bad.len());
         }
     }
@@ -205,7 +206,7 @@ async fn an_empty_body_is_a_valid_empty_stream() {
         );
         assert!(decode(alg, &data).is_empty());
         assert!(
-            independent::decode(alg.token(), &data).is_empty(),
+            independent::decode(alg.as_str(), &data).is_empty(),
             "{alg:?}"
         );
     }
@@ -256,10 +257,10 @@ async fn an_inner_error_propagates() {
 #[ignore = "performance measurement; run by hand in release mode"]
 fn throughput() {
     let fixture = support::json_fixture();
-    let runs: [(Algorithm, &[i32]); 3] = [
-        (Algorithm::Gzip, &[1, 2, 4, 6, 9]),
-        (Algorithm::Br, &[4, 11]),
-        (Algorithm::Zstd, &[1, 3]),
+    let runs: [(Compression, &[i32]); 3] = [
+        (Compression::GZIP, &[1, 2, 4, 6, 9]),
+        (Compression::BR, &[4, 11]),
+        (Compression::ZSTD, &[1, 3]),
     ];
     for (alg, levels) in runs {
         for &level in levels {
@@ -279,7 +280,7 @@ fn throughput() {
             let ratio = fixture.len() as f64 / out.len() as f64;
             println!(
                 "{:<5} level {level:>2}: {mbps:>7.1} MB/s, ratio {ratio:.2}",
-                alg.token()
+                alg.as_str()
             );
         }
     }

@@ -10,10 +10,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, header::CONTENT_ENCODING};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use sluice_core::{BoxError, ErrorKind};
-use sluice_http::decompress::{
-    self, Coding, DecompressBody, DecompressError, DecompressLimits, FRAME,
-};
+use sluice_core::{BoxError, Compression, ErrorKind};
+use sluice_http::decompress::{self, DecompressBody, DecompressError, DecompressLimits, FRAME};
 
 type TestResult = Result<(), BoxError>;
 
@@ -305,7 +303,7 @@ async fn error_kind_is_found_through_wrapping_errors() -> TestResult {
 async fn after_an_error_the_body_never_reports_a_clean_end() -> TestResult {
     let mut body = DecompressBody::new(
         chunked(b"garbage!", &[8]),
-        &[Coding::Gzip],
+        &[Compression::GZIP],
         DecompressLimits::default(),
     )?;
     assert!(matches!(body.frame().await, Some(Err(_))));

@@ -11,9 +11,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use sluice_config::{
     AccessLog, Action, BalancePolicy, CertFiles, Compress, Config, DecompressRequests, HashKey,
-    Listener, LogSettings, PathMatch, Proxy, Route, ServerSettings, SidecarCoding, StaticFiles,
-    Tls, Upstream, UpstreamAddress, UpstreamServer,
+    Listener, LogSettings, PathMatch, Proxy, Route, ServerSettings, StaticFiles, Tls, Upstream,
+    UpstreamAddress, UpstreamServer,
 };
+
+use sluice_core::SidecarCoding;
 
 use crate::cert;
 
@@ -73,8 +75,8 @@ struct PrecompressArgs {
     #[arg(value_name = "DIR")]
     dir: PathBuf,
     /// Codings to write, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "gzip,br,zstd")]
-    algorithms: Vec<CodingArg>,
+    #[arg(long, value_delimiter = ',', default_value = "gzip,br,zstd", value_parser = sidecar_coding())]
+    algorithms: Vec<SidecarCoding>,
     /// `max` (gzip 9, br 11, zstd 19) or a number, clamped into each coding's range.
     #[arg(long, default_value = "max", value_parser = parse_level)]
     level: LevelArg,
@@ -89,17 +91,23 @@ struct PrecompressArgs {
     jobs: Option<usize>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum CodingArg {
-    Gzip,
-    Br,
-    Zstd,
-}
-
 #[derive(Clone, Copy)]
 enum LevelArg {
     Max,
     Fixed(i32),
+}
+
+/// A sidecar coding by its token, exactly as clap's value enums take them (lower case), listed in
+/// the order `sluice precompress` writes and reports them.
+fn sidecar_coding() -> impl clap::builder::TypedValueParser<Value = SidecarCoding> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    let tokens = crate::precompress::ALGORITHMS.map(SidecarCoding::as_str);
+    PossibleValuesParser::new(tokens).try_map(|token| {
+        crate::precompress::ALGORITHMS
+            .into_iter()
+            .find(|coding| coding.as_str() == token)
+            .ok_or("not a sidecar coding")
+    })
 }
 
 fn parse_level(text: &str) -> Result<LevelArg, String> {
@@ -263,16 +271,10 @@ pub fn main() -> ExitCode {
 }
 
 fn precompress(args: PrecompressArgs) -> ExitCode {
-    use sluice_http::compress::Algorithm;
     let mut algorithms = Vec::new();
     for coding in args.algorithms {
-        let alg = match coding {
-            CodingArg::Gzip => Algorithm::Gzip,
-            CodingArg::Br => Algorithm::Br,
-            CodingArg::Zstd => Algorithm::Zstd,
-        };
-        if !algorithms.contains(&alg) {
-            algorithms.push(alg);
+        if !algorithms.contains(&coding) {
+            algorithms.push(coding);
         }
     }
     let options = crate::precompress::Options {

@@ -16,22 +16,21 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use sluice_config::{Compress, CompressAlgorithm};
-use sluice_core::{Body, BoxError};
-use sluice_http::compress::{Algorithm, CompressBody, CompressOptions, Encoder};
+use sluice_config::Compress;
+use sluice_core::{Body, BoxError, Compression, ContentCoding};
+use sluice_http::compress::{CompressBody, CompressOptions, Encoder};
 use sluice_http::compress_policy::{
     self, CompressPolicy, Decision, NotModifiedOf, Precompressed, SkipReason, add_vary,
     apply_headers, weaken_etag,
 };
-use sluice_http::encoding::Encoding;
 
 use crate::metrics::{CompressBytes, CompressMetrics};
 
 /// A route's compression settings, ready for requests: nothing here is built per request.
 pub struct RouteCompression {
     policy: CompressPolicy,
-    /// Level per coding, indexed by [`Encoding::index`]; `None` is the algorithm's default.
-    levels: [Option<i32>; Encoding::ALL.len()],
+    /// Level per coding, indexed by [`Compression::index`]; `None` is the algorithm's default.
+    levels: [Option<i32>; Compression::ALL.len()],
     flush_delay: Duration,
     metrics: CompressMetrics,
 }
@@ -48,20 +47,19 @@ pub struct Outcome {
 impl RouteCompression {
     pub fn new(config: &Compress, metrics: CompressMetrics) -> Self {
         let mut policy = CompressPolicy {
-            offered: config.algorithms.iter().map(|&a| encoding_of(a)).collect(),
+            offered: config.algorithms.iter().map(|&a| a.coding()).collect(),
             min_length: config.min_length,
             ..CompressPolicy::default()
         };
         if let Some(types) = &config.types {
             policy.mime_types.clone_from(types);
         }
-        let mut levels = [None; Encoding::ALL.len()];
-        for algorithm in CompressAlgorithm::ALL {
-            levels[encoding_of(algorithm).index()] = config
+        let levels = Compression::ALL.map(|algorithm| {
+            config
                 .levels
                 .get(algorithm)
-                .and_then(|l| i32::try_from(l).ok());
-        }
+                .and_then(|l| i32::try_from(l).ok())
+        });
         Self {
             policy,
             levels,
@@ -159,10 +157,10 @@ impl RouteCompression {
     fn compress(
         &self,
         method: &Method,
-        encoding: Encoding,
+        encoding: ContentCoding,
         response: &mut Response<Body>,
     ) -> Decision {
-        let Some(algorithm) = algorithm_of(encoding) else {
+        let Some(algorithm) = Compression::new(encoding) else {
             // Negotiation never picks identity for `Compress`; stay correct if it ever did.
             add_vary(response.headers_mut());
             return Decision::Skip(SkipReason::NotAccepted);
@@ -174,7 +172,7 @@ impl RouteCompression {
             *response.body_mut() = Body::Empty;
             return Decision::Compress(encoding);
         }
-        let encoder = match Encoder::new(algorithm, self.levels[encoding.index()]) {
+        let encoder = match Encoder::new(algorithm, self.levels[algorithm.index()]) {
             Ok(encoder) => encoder,
             Err(err) => {
                 // Only a zstd context that cannot be allocated gets here; identity is always
@@ -238,25 +236,6 @@ impl AcceptEncoding {
     }
 }
 
-fn encoding_of(algorithm: CompressAlgorithm) -> Encoding {
-    match algorithm {
-        CompressAlgorithm::Gzip => Encoding::Gzip,
-        CompressAlgorithm::Deflate => Encoding::Deflate,
-        CompressAlgorithm::Br => Encoding::Br,
-        CompressAlgorithm::Zstd => Encoding::Zstd,
-    }
-}
-
-fn algorithm_of(encoding: Encoding) -> Option<Algorithm> {
-    match encoding {
-        Encoding::Gzip => Some(Algorithm::Gzip),
-        Encoding::Deflate => Some(Algorithm::Deflate),
-        Encoding::Br => Some(Algorithm::Br),
-        Encoding::Zstd => Some(Algorithm::Zstd),
-        Encoding::Identity => None,
-    }
-}
-
 fn decision_str(decision: Decision) -> &'static str {
     match decision {
         Decision::Compress(_) => "compressed",
@@ -267,7 +246,7 @@ fn decision_str(decision: Decision) -> &'static str {
 /// The single content coding of the response as sent, if sluice knows its token.
 fn sent_encoding(headers: &HeaderMap) -> Option<&'static str> {
     let value = headers.get(header::CONTENT_ENCODING)?;
-    Encoding::from_token_bytes(value.as_bytes().trim_ascii()).map(Encoding::as_str)
+    ContentCoding::from_token_bytes(value.as_bytes().trim_ascii()).map(ContentCoding::as_str)
 }
 
 /// Server-sent events are flushed per event, whatever the flush delay.

@@ -21,8 +21,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
+use crate::client::Client;
 use crate::metrics::ListenerMetrics;
-use crate::pipeline::{Client, Pipeline};
+use crate::pipeline::Pipeline;
 
 /// What a listener's connections share. The socket itself is not in here: the accept loop owns
 /// it, so it closes the moment accepting stops, not when the last connection has drained.

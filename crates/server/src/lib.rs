@@ -8,6 +8,7 @@ pub mod access_log;
 pub mod admin;
 pub mod cert;
 pub mod cli;
+pub mod client;
 pub mod compress;
 pub mod conn;
 pub mod metrics;
@@ -19,5 +20,6 @@ pub mod responses;
 pub mod router;
 pub mod server;
 pub mod tls;
+pub mod upstreams;
 
 pub use server::{BoundListener, RunningServer, StartError, start};

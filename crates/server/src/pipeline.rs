@@ -5,7 +5,6 @@
 //! [`sluice_core::Error::status`]; nothing below this function writes an error page itself.
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,6 +13,7 @@ use hyper::body::Incoming;
 use sluice_core::{Body, Error, Side};
 
 use crate::access_log::{AccessLogger, Entry};
+use crate::client::Client;
 use crate::compress::AcceptEncoding;
 use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
@@ -27,14 +27,6 @@ pub struct Pipeline {
     pub access_log: Option<Arc<AccessLogger>>,
     /// Metrics of requests that match no route.
     pub unmatched: RouteMetrics,
-}
-
-/// What the connection knows about the client.
-#[derive(Clone, Copy, Debug)]
-pub struct Client {
-    pub remote: SocketAddr,
-    /// The connection is TLS (for `X-Forwarded-Proto`).
-    pub tls: bool,
 }
 
 impl Pipeline {

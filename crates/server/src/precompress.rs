@@ -24,12 +24,14 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::BytesMut;
-use sluice_http::compress::{Algorithm, Encoder};
+use sluice_core::SidecarCoding;
+use sluice_http::compress::Encoder;
 use sluice_http::compress_policy::CompressPolicy;
 use sluice_http::static_files::content_type;
 
 /// The codings a sidecar can have, in the order they are written and reported.
-pub const ALGORITHMS: [Algorithm; 3] = [Algorithm::Gzip, Algorithm::Br, Algorithm::Zstd];
+pub const ALGORITHMS: [SidecarCoding; 3] =
+    [SidecarCoding::GZIP, SidecarCoding::BR, SidecarCoding::ZSTD];
 
 /// Read and encoder output sizes: the output is written out whenever it exceeds `CHUNK`, so
 /// memory stays bounded whatever the file size.
@@ -40,7 +42,7 @@ const CHUNK: usize = 64 * 1024;
 pub struct Options {
     pub dir: PathBuf,
     /// Codings to write (or remove), without duplicates.
-    pub algorithms: Vec<Algorithm>,
+    pub algorithms: Vec<SidecarCoding>,
     /// `None`: each coding's maximum ([`max_level`]); else clamped into each coding's range.
     pub level: Option<i32>,
     /// Files below this many bytes are left alone.
@@ -55,21 +57,8 @@ pub struct Options {
 
 /// The highest level of a coding that HTTP clients can decode: gzip 9, br 11, zstd 19 (zstd's
 /// "ultra" levels need windows larger than the 8 MiB clients must support).
-pub const fn max_level(alg: Algorithm) -> i32 {
-    match alg {
-        Algorithm::Gzip | Algorithm::Deflate => 9,
-        Algorithm::Br => 11,
-        Algorithm::Zstd => 19,
-    }
-}
-
-/// The sidecar extension of a coding.
-pub const fn extension(alg: Algorithm) -> &'static str {
-    match alg {
-        Algorithm::Gzip | Algorithm::Deflate => ".gz",
-        Algorithm::Br => ".br",
-        Algorithm::Zstd => ".zst",
-    }
+pub const fn max_level(alg: SidecarCoding) -> i32 {
+    alg.compression().levels().1 as i32
 }
 
 /// Counts for one coding.
@@ -127,7 +116,7 @@ impl Summary {
         self.errors.extend(other.errors);
     }
 
-    fn coding(&mut self, alg: Algorithm) -> &mut CodingStats {
+    fn coding(&mut self, alg: SidecarCoding) -> &mut CodingStats {
         let at = ALGORITHMS.iter().position(|&a| a == alg).unwrap_or(0);
         &mut self.codings[at]
     }
@@ -148,7 +137,7 @@ impl Summary {
             if !options.algorithms.contains(alg) {
                 continue;
             }
-            let name = alg.token();
+            let name = alg.as_str();
             if options.clean {
                 out.push_str(&format!("  {name:<4} {} removed\n", stats.removed));
                 continue;
@@ -355,12 +344,12 @@ fn is_sidecar(path: &Path) -> bool {
     let name = path.as_os_str().as_encoded_bytes();
     ALGORITHMS
         .iter()
-        .any(|&alg| name.ends_with(extension(alg).as_bytes()))
+        .any(|&alg| name.ends_with(alg.extension().as_bytes()))
 }
 
-fn variant_path(original: &Path, alg: Algorithm) -> PathBuf {
+fn variant_path(original: &Path, alg: SidecarCoding) -> PathBuf {
     let mut path = original.as_os_str().to_owned();
-    path.push(extension(alg));
+    path.push(alg.extension());
     PathBuf::from(path)
 }
 
@@ -376,7 +365,9 @@ fn process(original: &Original, options: &Options, summary: &mut Summary) {
                 }
             })
         } else {
-            let level = options.level.map_or(max_level(alg), |l| alg.clamp_level(l));
+            let level = options.level.map_or(max_level(alg), |l| {
+                Encoder::clamp_level(alg.compression(), l)
+            });
             write_variant(original, &variant, alg, level).map(|outcome| {
                 let stats = summary.coding(alg);
                 match outcome {
@@ -436,7 +427,7 @@ fn remove_variant(variant: &Path) -> Result<bool, Failure> {
 fn write_variant(
     original: &Original,
     variant: &Path,
-    alg: Algorithm,
+    alg: SidecarCoding,
     level: i32,
 ) -> Result<Outcome, Failure> {
     let mtime = original.meta.modified().ok();
@@ -484,13 +475,13 @@ fn write_variant(
 fn compress_file(
     path: &Path,
     len: u64,
-    alg: Algorithm,
+    alg: SidecarCoding,
     level: i32,
     out: &mut File,
 ) -> Result<Option<u64>, Failure> {
     let mut input = File::open(path).map_err(|e| ("cannot open", e))?;
-    let mut encoder =
-        Encoder::new(alg, Some(level)).map_err(|e| ("cannot start the encoder", e))?;
+    let mut encoder = Encoder::new(alg.compression(), Some(level))
+        .map_err(|e| ("cannot start the encoder", e))?;
     let mut read_buf = vec![0; CHUNK];
     let mut encoded = BytesMut::with_capacity(2 * CHUNK);
     let mut total: u64 = 0;
@@ -537,7 +528,7 @@ mod tests {
         assert!(!is_sidecar(Path::new("a/app.js")));
         assert!(!is_sidecar(Path::new("a/brochure")));
         assert_eq!(
-            variant_path(Path::new("a/app.js"), Algorithm::Br),
+            variant_path(Path::new("a/app.js"), SidecarCoding::BR),
             Path::new("a/app.js.br")
         );
     }

@@ -36,7 +36,7 @@ impl CompiledRoute {
     /// hands out the route's metric handles.
     pub fn compile(
         route: &Route,
-        upstreams: &crate::server::Upstreams,
+        upstreams: &crate::upstreams::Upstreams,
         metrics: &crate::metrics::Metrics,
     ) -> Result<Self, sluice_core::Error> {
         let handler = match &route.action {

@@ -4,27 +4,21 @@
 //! Start-up does every check that can fail (binding, certificates, static roots) before the first
 //! connection is accepted, so a broken config never half-starts.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_config::Config;
-use sluice_upstream::Group;
-use sluice_upstream::client::UpstreamClient;
-use sluice_upstream::connect::ConnectObserver;
-use sluice_upstream::health::active::address_label;
-
-use crate::metrics::{Metrics, ServerState, UpstreamMetrics, UpstreamServerMetrics};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::AccessLogger;
 use crate::conn::{ListenerTask, accept_loop};
+use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::router::{CompiledRoute, Router};
-use crate::tls;
+use crate::{tls, upstreams};
 
 /// Why the server could not start.
 #[derive(Debug)]
@@ -55,18 +49,6 @@ pub struct RunningServer {
     drained: mpsc::Receiver<()>,
 }
 
-/// A running upstream group: its peers and balancer, its pooled client, its metrics.
-pub struct RunningUpstream {
-    pub group: Arc<Group>,
-    pub client: UpstreamClient,
-    pub metrics: UpstreamMetrics,
-    /// Per peer, in peer order.
-    pub server_metrics: Arc<[UpstreamServerMetrics]>,
-}
-
-/// The running upstreams, by name.
-pub type Upstreams = HashMap<String, RunningUpstream>;
-
 /// Bind every listener and start serving.
 pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
     let (shutdown, shutdown_rx) = watch::channel(false);
@@ -82,7 +64,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         None => None,
     };
     let admin_address = admin.as_ref().and_then(|l| l.local_addr().ok());
-    let upstreams = start_upstreams(config, &metrics, &shutdown_rx);
+    let upstreams = upstreams::start(config, &metrics, &shutdown_rx);
     let routes = config
         .routes
         .iter()
@@ -172,58 +154,6 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         shutdown,
         drained,
     })
-}
-
-/// Build each upstream group with its client and metrics, and start its active health checks.
-fn start_upstreams(
-    config: &Config,
-    metrics: &Arc<Metrics>,
-    shutdown: &watch::Receiver<bool>,
-) -> Upstreams {
-    let mut upstreams = HashMap::with_capacity(config.upstreams.len());
-    for upstream in &config.upstreams {
-        let group = Arc::new(Group::new(upstream));
-        let server_metrics: Arc<[UpstreamServerMetrics]> = group
-            .peers()
-            .iter()
-            .map(|peer| metrics.upstream_server(&upstream.name, &address_label(peer.address())))
-            .collect();
-        let observed = server_metrics.clone();
-        let observer: ConnectObserver = Arc::new(move |index, took| {
-            if let Some(server) = observed.get(index) {
-                server.connect_time(took);
-            }
-        });
-        let client = UpstreamClient::new(upstream, Some(observer));
-        for peer in group.peers() {
-            let (watched, pool) = (peer.clone(), client.clone());
-            // Read when Prometheus scrapes: passive health recovers by the clock, with no event
-            // to update a gauge from, and the counts already live in the peer and the connector.
-            let read = move || ServerState {
-                healthy: watched.is_available(std::time::Instant::now()),
-                in_flight: watched.in_flight() as i64,
-                connections: pool.open_connections(watched.index()) as i64,
-            };
-            metrics.watch_upstream_server(&upstream.name, &address_label(peer.address()), read);
-        }
-        if let Some(check) = &upstream.health_check {
-            tokio::spawn(sluice_upstream::health::active::run(
-                group.clone(),
-                client.clone(),
-                check.clone(),
-                None,
-                shutdown.clone(),
-            ));
-        }
-        let running = RunningUpstream {
-            group,
-            client,
-            metrics: metrics.upstream(&upstream.name),
-            server_metrics,
-        };
-        upstreams.insert(upstream.name.clone(), running);
-    }
-    upstreams
 }
 
 impl RunningServer {

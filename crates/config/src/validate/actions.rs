@@ -5,12 +5,13 @@
 
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
+use sluice_core::SidecarCoding;
 use toml::Spanned;
 
 use super::Cx;
 use super::files::Kind;
 use super::proxy::Targets;
-use crate::model::{Action, FixedResponse, Redirect, SidecarCoding, StaticFiles, Upstream};
+use crate::model::{Action, FixedResponse, Redirect, StaticFiles, Upstream};
 use crate::path::{KeyPath, TomlKey};
 use crate::raw::{BoolOrList, OneOrMany, RawRedirect, RawRespond, RawRoute, RawStatic};
 use crate::schema::closest;
@@ -137,17 +138,17 @@ fn sidecar_codings(
         );
         return Vec::new();
     }
-    let tokens = SidecarCoding::ALL.map(SidecarCoding::token);
+    let tokens = SidecarCoding::ALL.map(SidecarCoding::as_str);
     let mut codings = Vec::with_capacity(items.len());
     for item in items {
         let token = item.get_ref();
-        let Some(coding) = SidecarCoding::from_token(token) else {
+        let Some(coding) = sidecar(token) else {
             let hint = match token.to_ascii_lowercase().as_str() {
                 "deflate" => {
                     "deflate has no sidecar file (gzip serves the same clients): use \"gzip\""
                         .to_owned()
                 }
-                lower if SidecarCoding::from_token(lower).is_some() => {
+                lower if sidecar(lower).is_some() => {
                     format!("write \"{lower}\" in lower case")
                 }
                 _ => match closest(token, tokens) {
@@ -168,6 +169,12 @@ fn sidecar_codings(
         codings.push(coding);
     }
     codings
+}
+
+/// A sidecar coding's token exactly as written: lower case, no `x-gzip` (unlike
+/// `Content-Encoding`, the config has one spelling per coding).
+fn sidecar(token: &str) -> Option<SidecarCoding> {
+    SidecarCoding::ALL.into_iter().find(|c| c.as_str() == token)
 }
 
 fn respond(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRespond) -> Option<Action> {

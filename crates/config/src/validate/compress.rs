@@ -2,11 +2,12 @@
 //! length, the type allow-list and the flush delay. Every key is optional; `compress = {}` is
 //! the defaults of [`Compress`].
 
+use sluice_core::Compression;
 use toml::Spanned;
 
 use super::Cx;
 use super::routes::quoted_list;
-use crate::model::{Compress, CompressAlgorithm, CompressLevels};
+use crate::model::{Compress, CompressLevels};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawCompress, RawCompressLevels, Scalar};
 use crate::schema::closest;
@@ -53,7 +54,7 @@ fn algorithms(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     value: &Spanned<OneOrMany>,
-) -> Option<Vec<CompressAlgorithm>> {
+) -> Option<Vec<Compression>> {
     let items = OneOrMany::items(value);
     if items.is_empty() {
         let hint = "list at least one of `zstd`, `br`, `gzip`, `deflate`, or remove `compress` to turn compression off";
@@ -81,7 +82,7 @@ fn algorithms(
             continue;
         };
         if found.contains(&algorithm) {
-            let message = format!("`{}` is listed twice", algorithm.token());
+            let message = format!("`{}` is listed twice", algorithm.as_str());
             let hint = "the list is an order of preference: name each algorithm once";
             cx.r.error(path, Some(item.span()), message, Some(hint.into()));
             ok = false;
@@ -92,15 +93,17 @@ fn algorithms(
     ok.then_some(found)
 }
 
-/// A content-coding token; tokens are case-insensitive (RFC 9110 §8.4.1).
-fn algorithm(token: &str) -> Option<CompressAlgorithm> {
-    CompressAlgorithm::ALL
+/// A content-coding token; tokens are case-insensitive (RFC 9110 §8.4.1). Only the registered
+/// names: `x-gzip` and `identity` get a hint instead (`ContentCoding::from_token` would take the
+/// first, and the second is not a compression).
+fn algorithm(token: &str) -> Option<Compression> {
+    Compression::ALL
         .into_iter()
-        .find(|a| a.token().eq_ignore_ascii_case(token.trim()))
+        .find(|a| a.as_str().eq_ignore_ascii_case(token.trim()))
 }
 
 fn algorithm_hint(token: &str) -> String {
-    let valid = CompressAlgorithm::ALL.map(|a| a.token().to_owned());
+    let valid = Compression::ALL.map(|a| a.as_str().to_owned());
     let list = quoted_list(&valid);
     let lower = token.trim().to_ascii_lowercase();
     match lower.as_str() {
@@ -116,14 +119,14 @@ fn algorithm_hint(token: &str) -> String {
 
 /// A level per algorithm, each in its range (also the levels of a route cache's stored variants).
 pub(super) fn levels(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCompressLevels) -> CompressLevels {
-    let mut level = |algorithm: CompressAlgorithm, value: &Option<Spanned<Scalar>>| {
+    let mut level = |algorithm: Compression, value: &Option<Spanned<Scalar>>| {
         let value = value.as_ref()?;
         let (min, max) = algorithm.levels();
         let hint = format!(
             "{} levels go from {min} (fastest) to {max} (smallest output)",
-            algorithm.token()
+            algorithm.as_str()
         );
-        let key = path.key(algorithm.token());
+        let key = path.key(algorithm.as_str());
         // A bad value was reported; `u64::MAX` makes it `None` below, the default level.
         let n = cx.count(
             &key,
@@ -135,10 +138,10 @@ pub(super) fn levels(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCompressLevels) -
         u32::try_from(n).ok()
     };
     CompressLevels {
-        gzip: level(CompressAlgorithm::Gzip, &raw.gzip),
-        deflate: level(CompressAlgorithm::Deflate, &raw.deflate),
-        br: level(CompressAlgorithm::Br, &raw.br),
-        zstd: level(CompressAlgorithm::Zstd, &raw.zstd),
+        gzip: level(Compression::GZIP, &raw.gzip),
+        deflate: level(Compression::DEFLATE, &raw.deflate),
+        br: level(Compression::BR, &raw.br),
+        zstd: level(Compression::ZSTD, &raw.zstd),
     }
 }
 

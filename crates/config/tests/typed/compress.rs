@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sluice_config::*;
+use sluice_core::Compression;
 
 const TEXT: &str = r#"
 [[listeners]]
@@ -41,11 +42,7 @@ fn compress_maps_to_typed_values_and_defaults() {
     assert_eq!(d, &Compress::default());
     assert_eq!(
         d.algorithms,
-        [
-            CompressAlgorithm::Zstd,
-            CompressAlgorithm::Br,
-            CompressAlgorithm::Gzip
-        ]
+        [Compression::ZSTD, Compression::BR, Compression::GZIP]
     );
     assert_eq!(
         (d.min_length, d.flush_delay, &d.types),
@@ -54,18 +51,15 @@ fn compress_maps_to_typed_values_and_defaults() {
     assert_eq!(d.levels, CompressLevels::default());
 
     let c = full.compress.as_ref().unwrap();
+    assert_eq!(c.algorithms, [Compression::GZIP, Compression::BR]);
+    assert_eq!(c.levels.get(Compression::GZIP), Some(1));
+    assert_eq!(c.levels.get(Compression::BR), Some(11));
     assert_eq!(
-        c.algorithms,
-        [CompressAlgorithm::Gzip, CompressAlgorithm::Br]
-    );
-    assert_eq!(c.levels.get(CompressAlgorithm::Gzip), Some(1));
-    assert_eq!(c.levels.get(CompressAlgorithm::Br), Some(11));
-    assert_eq!(
-        c.levels.get(CompressAlgorithm::Zstd),
+        c.levels.get(Compression::ZSTD),
         Some(19),
         "a level for an algorithm not listed is kept"
     );
-    assert_eq!(c.levels.get(CompressAlgorithm::Deflate), None);
+    assert_eq!(c.levels.get(Compression::DEFLATE), None);
     assert_eq!(c.min_length, 1024);
     assert_eq!(
         c.types.as_deref(),

@@ -15,7 +15,8 @@ use brotli::enc::encode::{
 };
 use brotli::enc::{StandardAlloc, interface};
 use bytes::BytesMut;
-use flate2::{Compress, Compression, FlushCompress, Status};
+use flate2::{Compress, FlushCompress, Status};
+use sluice_core::{Compression, ContentCoding};
 
 /// How much output space is offered to a codec per call. Also the size at which the body emits a
 /// frame, so a call rarely needs to grow `out` twice.
@@ -23,53 +24,6 @@ const STEP: usize = 16 * 1024;
 
 /// Brotli window: 4 MiB, brotli's default (22); larger windows cost memory per response.
 const BROTLI_LGWIN: u32 = 22;
-
-/// A content coding that [`Encoder`] can produce.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// `gzip`: one gzip member (header, raw deflate, CRC32 + ISIZE trailer).
-    Gzip,
-    /// `deflate`: the zlib format (RFC 9110 §8.4.1.2), not raw deflate.
-    Deflate,
-    /// `br`: brotli.
-    Br,
-    /// `zstd`: one zstd frame with a window of at most 8 MiB (RFC 9659).
-    Zstd,
-}
-
-impl Algorithm {
-    /// The `Content-Encoding` token.
-    pub fn token(self) -> &'static str {
-        match self {
-            Algorithm::Gzip => "gzip",
-            Algorithm::Deflate => "deflate",
-            Algorithm::Br => "br",
-            Algorithm::Zstd => "zstd",
-        }
-    }
-
-    /// Level used when none is configured: tuned for live traffic. zlib-rs level 1 is its
-    /// "quick" strategy with a poor ratio, so gzip starts at 2; brotli above 4 costs milliseconds
-    /// of set-up per response (DESIGN.md §6).
-    pub fn default_level(self) -> i32 {
-        match self {
-            Algorithm::Gzip | Algorithm::Deflate => 2,
-            Algorithm::Br => 4,
-            Algorithm::Zstd => 3,
-        }
-    }
-
-    /// Clamp `level` into the range this coding accepts. zstd stops at 19: its "ultra" levels
-    /// need windows beyond the 8 MiB that HTTP clients must support, and levels ≤ 19 never pick
-    /// a window log above 23. Negative (fast) zstd levels are not offered.
-    pub fn clamp_level(self, level: i32) -> i32 {
-        match self {
-            Algorithm::Gzip | Algorithm::Deflate => level.clamp(1, 9),
-            Algorithm::Br => level.clamp(0, 11),
-            Algorithm::Zstd => level.clamp(1, 19),
-        }
-    }
-}
 
 /// A streaming compressor producing exactly one stream.
 pub struct Encoder {
@@ -94,28 +48,52 @@ impl Drop for Brotli {
 }
 
 impl Encoder {
-    /// A new encoder; `level` `None` means [`Algorithm::default_level`], out-of-range levels are
-    /// clamped. Fails only if the zstd context cannot be created or configured.
-    pub fn new(alg: Algorithm, level: Option<i32>) -> io::Result<Self> {
-        let level = alg.clamp_level(level.unwrap_or_else(|| alg.default_level()));
+    /// A new encoder for one stream of `coding`: `gzip` is one gzip member (header, raw
+    /// deflate, CRC32 + ISIZE trailer), `deflate` the zlib format (RFC 9110 §8.4.1.2), `br` one
+    /// brotli stream, `zstd` one frame with a window of at most 8 MiB (RFC 9659). `level`
+    /// `None` means [`Encoder::default_level`], out-of-range levels are clamped. Fails only if
+    /// the zstd context cannot be created or configured.
+    pub fn new(coding: Compression, level: Option<i32>) -> io::Result<Self> {
+        let level = Self::clamp_level(coding, level.unwrap_or_else(|| Self::default_level(coding)));
         // Clamped above, so these conversions cannot fail; fall back to defaults regardless.
-        let flate_level = Compression::new(u32::try_from(level).unwrap_or(2));
-        let codec = match alg {
-            Algorithm::Gzip => Codec::Flate(Compress::new_gzip(flate_level, 15)),
-            Algorithm::Deflate => Codec::Flate(Compress::new(flate_level, true)),
-            Algorithm::Br => {
+        let flate_level = flate2::Compression::new(u32::try_from(level).unwrap_or(2));
+        let codec = match coding.coding() {
+            ContentCoding::Gzip => Codec::Flate(Compress::new_gzip(flate_level, 15)),
+            ContentCoding::Deflate => Codec::Flate(Compress::new(flate_level, true)),
+            ContentCoding::Br => {
                 let mut state = BrotliEncoderStateStruct::new(StandardAlloc::default());
                 let quality = u32::try_from(level).unwrap_or(4);
                 state.set_parameter(BrotliEncoderParameter::BROTLI_PARAM_QUALITY, quality);
                 state.set_parameter(BrotliEncoderParameter::BROTLI_PARAM_LGWIN, BROTLI_LGWIN);
                 Codec::Br(Box::new(Brotli(state)))
             }
-            Algorithm::Zstd => Codec::Zstd(Box::new(zstd::stream::raw::Encoder::new(level)?)),
+            ContentCoding::Zstd => Codec::Zstd(Box::new(zstd::stream::raw::Encoder::new(level)?)),
+            // A `Compression` is never identity; refuse rather than panic if that ever changed.
+            ContentCoding::Identity => return Err(io::Error::other("identity has no encoder")),
         };
         Ok(Encoder {
             codec,
             finished: false,
         })
+    }
+
+    /// Level used when none is configured: tuned for live traffic. zlib-rs level 1 is its
+    /// "quick" strategy with a poor ratio, so gzip starts at 2; brotli above 4 costs milliseconds
+    /// of set-up per response (DESIGN.md §6).
+    pub const fn default_level(coding: Compression) -> i32 {
+        match coding.coding() {
+            ContentCoding::Br => 4,
+            ContentCoding::Zstd => 3,
+            ContentCoding::Gzip | ContentCoding::Deflate | ContentCoding::Identity => 2,
+        }
+    }
+
+    /// Clamp `level` into the range `coding` accepts ([`Compression::levels`]). Negative (fast)
+    /// zstd levels are not offered, and zstd stops at 19: levels ≤ 19 never pick a window log
+    /// above 23 (8 MiB).
+    pub fn clamp_level(coding: Compression, level: i32) -> i32 {
+        let (min, max) = coding.levels();
+        level.clamp(min as i32, max as i32)
     }
 
     /// Compress `input`, appending whatever the codec emits to `out`. The codec may keep some

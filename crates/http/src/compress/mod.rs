@@ -14,7 +14,7 @@ pub mod body;
 pub mod encoder;
 
 pub use body::{CompressBody, CompressOptions};
-pub use encoder::{Algorithm, Encoder};
+pub use encoder::Encoder;
 
 #[cfg(test)]
 mod tests;

@@ -7,22 +7,23 @@ use std::io::Read;
 
 use bytes::BytesMut;
 
-use super::{Algorithm, Encoder};
+use sluice_core::{Compression, ContentCoding};
 
-const ALL: [Algorithm; 4] = [
-    Algorithm::Gzip,
-    Algorithm::Deflate,
-    Algorithm::Br,
-    Algorithm::Zstd,
-];
+use super::Encoder;
 
-fn decode(alg: Algorithm, data: &[u8]) -> Vec<u8> {
+const ALL: [Compression; 4] = Compression::ALL;
+
+fn decode(alg: Compression, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    match alg {
-        Algorithm::Gzip => flate2::read::GzDecoder::new(data).read_to_end(&mut out),
-        Algorithm::Deflate => flate2::read::ZlibDecoder::new(data).read_to_end(&mut out),
-        Algorithm::Br => brotli::Decompressor::new(data, 4096).read_to_end(&mut out),
-        Algorithm::Zstd => {
+    match alg.coding() {
+        ContentCoding::Identity => {
+            out.extend_from_slice(data);
+            Ok(data.len())
+        }
+        ContentCoding::Gzip => flate2::read::GzDecoder::new(data).read_to_end(&mut out),
+        ContentCoding::Deflate => flate2::read::ZlibDecoder::new(data).read_to_end(&mut out),
+        ContentCoding::Br => brotli::Decompressor::new(data, 4096).read_to_end(&mut out),
+        ContentCoding::Zstd => {
             let mut d = zstd::stream::read::Decoder::new(data).unwrap();
             d.window_log_max(23).unwrap();
             d.read_to_end(&mut out)
@@ -34,14 +35,16 @@ fn decode(alg: Algorithm, data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn levels_are_clamped_into_range() {
-    assert_eq!(Algorithm::Gzip.clamp_level(0), 1);
-    assert_eq!(Algorithm::Gzip.clamp_level(42), 9);
-    assert_eq!(Algorithm::Br.clamp_level(-3), 0);
-    assert_eq!(Algorithm::Br.clamp_level(12), 11);
-    assert_eq!(Algorithm::Zstd.clamp_level(22), 19);
-    assert_eq!(Algorithm::Zstd.clamp_level(-5), 1);
+    let clamp = Encoder::clamp_level;
+    assert_eq!(clamp(Compression::GZIP, 0), 1);
+    assert_eq!(clamp(Compression::GZIP, 42), 9);
+    assert_eq!(clamp(Compression::BR, -3), 0);
+    assert_eq!(clamp(Compression::BR, 12), 11);
+    assert_eq!(clamp(Compression::ZSTD, 22), 19);
+    assert_eq!(clamp(Compression::ZSTD, -5), 1);
     for alg in ALL {
-        assert_eq!(alg.clamp_level(alg.default_level()), alg.default_level());
+        let default = Encoder::default_level(alg);
+        assert_eq!(clamp(alg, default), default);
         for level in [i32::MIN, -1, 0, 100, i32::MAX] {
             assert!(Encoder::new(alg, Some(level)).is_ok(), "{alg:?} {level}");
         }
@@ -99,10 +102,10 @@ fn output_larger_than_one_step_is_complete() {
 
 #[test]
 fn zstd_window_stays_within_8_mib_at_the_highest_level() {
-    let mut enc = Encoder::new(Algorithm::Zstd, Some(99)).unwrap();
+    let mut enc = Encoder::new(Compression::ZSTD, Some(99)).unwrap();
     let mut out = BytesMut::new();
     enc.write(&[b'a'; 10_000], &mut out).unwrap();
     enc.finish(&mut out).unwrap();
     // `decode` refuses windows above 2^23.
-    assert_eq!(decode(Algorithm::Zstd, &out), vec![b'a'; 10_000]);
+    assert_eq!(decode(Compression::ZSTD, &out), vec![b'a'; 10_000]);
 }

@@ -12,10 +12,10 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, Bytes};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
-use sluice_core::{BoxError, ErrorKind};
+use sluice_core::{BoxError, Compression, ErrorKind};
 
+use super::DecompressLimits;
 use super::codec::{Corrupt, Decoder};
-use super::{Coding, DecompressLimits};
 
 /// Largest decoded frame the body yields, and the size of each buffer between two codings.
 pub const FRAME: usize = 64 * 1024;
@@ -135,7 +135,7 @@ where
     /// never empty: without codings there is nothing to wrap).
     pub fn new(
         inner: B,
-        codings: &[Coding],
+        codings: &[Compression],
         limits: DecompressLimits,
     ) -> Result<Self, DecompressError> {
         let stages = codings

@@ -21,7 +21,7 @@ use brotli::{BrotliDecompressStream, BrotliResult, BrotliState, HeapAlloc, Huffm
 use flate2::{Decompress, FlushDecompress, Status};
 use zstd::stream::raw::{DParameter, InBuffer, Operation, OutBuffer};
 
-use super::Coding;
+use sluice_core::{Compression, ContentCoding};
 
 /// Why a decoder gave up: the data is not a valid stream of its coding.
 #[derive(Debug)]
@@ -99,24 +99,26 @@ fn corrupt(coding: &str, err: impl std::fmt::Display) -> Corrupt {
 }
 
 impl Decoder {
-    pub(super) fn new(coding: Coding) -> Result<Self, Corrupt> {
-        let kind = match coding {
-            Coding::Gzip => Kind::Gzip(Decompress::new_gzip(15)),
-            Coding::Deflate => Kind::Deflate(Flavor::Sniffing {
+    pub(super) fn new(coding: Compression) -> Result<Self, Corrupt> {
+        let kind = match coding.coding() {
+            ContentCoding::Gzip => Kind::Gzip(Decompress::new_gzip(15)),
+            ContentCoding::Deflate => Kind::Deflate(Flavor::Sniffing {
                 head: [0; 2],
                 len: 0,
             }),
-            Coding::Brotli => Kind::Brotli(Box::new(Brotli::new(
+            ContentCoding::Br => Kind::Brotli(Box::new(Brotli::new(
                 HeapAlloc::new(0),
                 HeapAlloc::new(0),
                 HeapAlloc::new(HuffmanCode::default()),
             ))),
-            Coding::Zstd => {
+            ContentCoding::Zstd => {
                 let mut dec = zstd::stream::raw::Decoder::new().map_err(|e| corrupt("zstd", e))?;
                 dec.set_parameter(DParameter::WindowLogMax(ZSTD_WINDOW_LOG_MAX))
                     .map_err(|e| corrupt("zstd", e))?;
                 Kind::Zstd(Box::new(dec))
             }
+            // A `Compression` is never identity; refuse rather than panic if that ever changed.
+            ContentCoding::Identity => return Err(Corrupt("identity has no decoder".into())),
         };
         Ok(Self {
             kind,
@@ -321,7 +323,11 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn decode_all(coding: Coding, data: &[u8], chunk: usize) -> Result<(Vec<u8>, bool), Corrupt> {
+    fn decode_all(
+        coding: Compression,
+        data: &[u8],
+        chunk: usize,
+    ) -> Result<(Vec<u8>, bool), Corrupt> {
         let mut dec = Decoder::new(coding)?;
         let mut out = Vec::new();
         let mut buf = [0u8; 7]; // tiny output: exercises resuming mid-header and mid-stream
@@ -361,7 +367,7 @@ mod tests {
                 enc.write_all(&text).map_err(|e| Corrupt(e.to_string()))?;
                 enc.finish().map_err(|e| Corrupt(e.to_string()))?
             };
-            let (out, complete) = decode_all(Coding::Deflate, &raw, 1)?;
+            let (out, complete) = decode_all(Compression::DEFLATE, &raw, 1)?;
             assert_eq!(out, text, "zlib={zlib}");
             assert!(complete);
         }
@@ -370,8 +376,8 @@ mod tests {
 
     #[test]
     fn empty_input_counts_as_complete_but_a_partial_header_does_not() -> Result<(), Corrupt> {
-        assert!(decode_all(Coding::Gzip, b"", 1)?.1);
-        assert!(!decode_all(Coding::Deflate, &[0x78], 1)?.1);
+        assert!(decode_all(Compression::GZIP, b"", 1)?.1);
+        assert!(!decode_all(Compression::DEFLATE, &[0x78], 1)?.1);
         Ok(())
     }
 
@@ -410,12 +416,12 @@ mod tests {
     fn brotli_windows_over_8_mib_are_refused_and_smaller_ones_decode() -> Result<(), Corrupt> {
         // Over 8 MiB of input: the encoder keeps the window it is given.
         let data: Vec<u8> = (0..9u32 << 20).map(|i| (i % 251) as u8).collect();
-        let (out, complete) = decode_all(Coding::Brotli, &brotli(&data[..1 << 16], 23), 4096)?;
+        let (out, complete) = decode_all(Compression::BR, &brotli(&data[..1 << 16], 23), 4096)?;
         assert!(complete);
         assert_eq!(out, &data[..1 << 16]);
         let big = brotli(&data, 24);
         assert_eq!(brotli_window_bits(big[0]), Some(24));
-        let err = decode_all(Coding::Brotli, &big, 4096).err();
+        let err = decode_all(Compression::BR, &big, 4096).err();
         assert!(err.is_some_and(|e| e.0.contains("8 MiB")));
         Ok(())
     }
@@ -426,7 +432,7 @@ mod tests {
         z.write_all(b"abc").map_err(|e| Corrupt(e.to_string()))?;
         let mut data = z.finish().map_err(|e| Corrupt(e.to_string()))?;
         data.extend_from_slice(b"junk");
-        assert!(decode_all(Coding::Deflate, &data, 64).is_err());
+        assert!(decode_all(Compression::DEFLATE, &data, 64).is_err());
         Ok(())
     }
 }

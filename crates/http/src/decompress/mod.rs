@@ -19,25 +19,12 @@ mod codec;
 
 use http::HeaderMap;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
-use sluice_core::{Error, ErrorKind};
+use sluice_core::{Compression, ContentCoding, Error, ErrorKind};
 
 pub use body::{DecompressBody, DecompressError, FRAME};
 
 /// The codings sluice decodes, for `Accept-Encoding` on a `415` (RFC 7694 §3).
 pub const ACCEPTED: &str = "gzip, deflate, br, zstd";
-
-/// A content coding sluice can decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coding {
-    /// `gzip` and its alias `x-gzip` (RFC 9110 §8.4.1.3).
-    Gzip,
-    /// `deflate`: zlib-wrapped, raw deflate tolerated.
-    Deflate,
-    /// `br` (RFC 7932).
-    Brotli,
-    /// `zstd` (RFC 8878).
-    Zstd,
-}
 
 /// Hard limits on one decoded body; exceeding either is `413`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,21 +48,18 @@ impl Default for DecompressLimits {
 /// The codings of a request body in the order they must be undone, `None` when it has none.
 ///
 /// Codings are listed in the order they were applied (RFC 9110 §8.4), across comma lists and
-/// repeated fields alike, so decoding runs the list backwards. `identity` is skipped.
-pub fn plan(headers: &HeaderMap) -> Result<Option<Vec<Coding>>, Error> {
+/// repeated fields alike, so decoding runs the list backwards. `identity` is skipped; tokens are
+/// case-insensitive and `x-gzip` is gzip (RFC 9110 §8.4.1.3).
+pub fn plan(headers: &HeaderMap) -> Result<Option<Vec<Compression>>, Error> {
     let mut applied = Vec::new();
     for value in headers.get_all(CONTENT_ENCODING) {
         let value = value.to_str().map_err(|_| unsupported("(not text)"))?;
         for token in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let coding = match token.to_ascii_lowercase().as_str() {
-                "gzip" | "x-gzip" => Coding::Gzip,
-                "deflate" => Coding::Deflate,
-                "br" => Coding::Brotli,
-                "zstd" => Coding::Zstd,
-                "identity" => continue,
-                _ => return Err(unsupported(token)),
-            };
-            applied.push(coding);
+            let coding = ContentCoding::from_token(token).ok_or_else(|| unsupported(token))?;
+            // `None`: identity, which changes nothing.
+            if let Some(compression) = Compression::new(coding) {
+                applied.push(compression);
+            }
         }
     }
     if applied.is_empty() {
@@ -141,10 +125,10 @@ mod tests {
             " x-gzip ,zstd",
             "Deflate",
         ]));
-        use Coding::*;
+        use Compression as C;
         assert_eq!(
             plan.ok().flatten(),
-            Some(vec![Deflate, Zstd, Gzip, Brotli, Gzip])
+            Some(vec![C::DEFLATE, C::ZSTD, C::GZIP, C::BR, C::GZIP])
         );
     }
 

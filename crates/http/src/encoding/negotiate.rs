@@ -23,13 +23,13 @@
 use http::HeaderMap;
 use http::header::{ACCEPT_ENCODING, HeaderValue};
 
-use super::Encoding;
+use sluice_core::ContentCoding;
 
 /// The outcome of negotiation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Negotiated {
-    /// Send the representation in this coding (possibly [`Encoding::Identity`]).
-    Use(Encoding),
+    /// Send the representation in this coding (possibly [`ContentCoding::Identity`]).
+    Use(ContentCoding),
     /// Every offered coding, identity included, was refused. RFC 9110 §12.5.3 allows either a
     /// `406` or ignoring the field; nginx and Caddy send identity, and the caller chooses.
     NotAcceptable,
@@ -37,13 +37,13 @@ pub enum Negotiated {
 
 /// Negotiate from one `Accept-Encoding` field value (`None` when the request has none).
 /// `offered` is the server's preference order, e.g. `[Zstd, Br, Gzip]`.
-pub fn negotiate(accept_encoding: Option<&HeaderValue>, offered: &[Encoding]) -> Negotiated {
+pub fn negotiate(accept_encoding: Option<&HeaderValue>, offered: &[ContentCoding]) -> Negotiated {
     negotiate_fields(accept_encoding.map(HeaderValue::as_bytes), offered)
 }
 
 /// Negotiate from every `Accept-Encoding` line of a request: several lines form one list
 /// (RFC 9110 §5.3), so `negotiate(headers.get(..))` would miss all but the first.
-pub fn negotiate_headers(headers: &HeaderMap, offered: &[Encoding]) -> Negotiated {
+pub fn negotiate_headers(headers: &HeaderMap, offered: &[ContentCoding]) -> Negotiated {
     let fields = headers.get_all(ACCEPT_ENCODING).into_iter();
     negotiate_fields(fields.map(HeaderValue::as_bytes), offered)
 }
@@ -51,7 +51,7 @@ pub fn negotiate_headers(headers: &HeaderMap, offered: &[Encoding]) -> Negotiate
 /// Negotiate from raw field values (the fuzz target's entry point: any bytes are accepted).
 pub fn negotiate_fields<'a>(
     fields: impl IntoIterator<Item = &'a [u8]>,
-    offered: &[Encoding],
+    offered: &[ContentCoding],
 ) -> Negotiated {
     let mut weights = Weights::default();
     for field in fields {
@@ -65,7 +65,7 @@ pub fn negotiate_fields<'a>(
 /// One weight in thousandths per coding named in the field, and one for `*`.
 #[derive(Default)]
 struct Weights {
-    named: [Option<u16>; Encoding::ALL.len()],
+    named: [Option<u16>; ContentCoding::ALL.len()],
     star: Option<u16>,
 }
 
@@ -87,7 +87,7 @@ impl Weights {
         let Some(weight) = weight else { return };
         let slot = if coding == b"*" {
             &mut self.star
-        } else if let Some(encoding) = Encoding::from_token_bytes(coding) {
+        } else if let Some(encoding) = ContentCoding::from_token_bytes(coding) {
             &mut self.named[encoding.index()]
         } else {
             return;
@@ -97,19 +97,19 @@ impl Weights {
 
     /// Rank on a doubled scale so that an unnamed identity (1) sits below every acceptable
     /// weight (>= 2) and above refusal (0).
-    fn rank(&self, encoding: Encoding) -> u16 {
+    fn rank(&self, encoding: ContentCoding) -> u16 {
         match (self.named[encoding.index()], self.star) {
             (Some(q), _) | (None, Some(q)) => q * 2,
-            (None, None) if encoding == Encoding::Identity => 1,
+            (None, None) if encoding == ContentCoding::Identity => 1,
             (None, None) => 0,
         }
     }
 
-    fn choose(&self, offered: &[Encoding]) -> Negotiated {
+    fn choose(&self, offered: &[ContentCoding]) -> Negotiated {
         // Identity can always be produced; it goes last unless the server placed it.
         let implicit_identity =
-            (!offered.contains(&Encoding::Identity)).then_some(Encoding::Identity);
-        let mut best: Option<(Encoding, u16)> = None;
+            (!offered.contains(&ContentCoding::Identity)).then_some(ContentCoding::Identity);
+        let mut best: Option<(ContentCoding, u16)> = None;
         for encoding in offered.iter().copied().chain(implicit_identity) {
             let rank = self.rank(encoding);
             // Strictly greater: on a tie the earlier (server-preferred) coding stays.

@@ -1,16 +1,16 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use super::*;
-use Encoding::{Br, Deflate, Gzip, Identity, Zstd};
+use ContentCoding::{Br, Deflate, Gzip, Identity, Zstd};
 
-const OFFERED: [Encoding; 3] = [Zstd, Br, Gzip];
+const OFFERED: [ContentCoding; 3] = [Zstd, Br, Gzip];
 
 fn pick(field: &str) -> Negotiated {
     let value = HeaderValue::from_str(field).unwrap();
     negotiate(Some(&value), &OFFERED)
 }
 
-fn uses(field: &str) -> Encoding {
+fn uses(field: &str) -> ContentCoding {
     match pick(field) {
         Negotiated::Use(encoding) => encoding,
         Negotiated::NotAcceptable => panic!("{field:?}: not acceptable"),

@@ -44,7 +44,7 @@ use http::HeaderValue;
 use super::path::RelPath;
 use super::precompressed::Accepted;
 use super::resolve::{OpenFile, Probe};
-use crate::encoding::Encoding;
+use sluice_core::ContentCoding;
 
 /// How long an entry is served on a `stat` alone before the next request looks the path up
 /// again (to see sidecars, index files or symbolic links that changed).
@@ -62,7 +62,7 @@ pub(crate) struct Key {
 pub(crate) struct Cached {
     pub(crate) contents: Bytes,
     pub(crate) modified: Option<SystemTime>,
-    pub(crate) encoding: Encoding,
+    pub(crate) encoding: ContentCoding,
     pub(crate) content_type: HeaderValue,
     probes: Vec<Probe>,
     read_at: Instant,

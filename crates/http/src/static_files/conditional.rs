@@ -22,7 +22,7 @@ use http::{HeaderMap, HeaderValue};
 use httpdate::HttpDate;
 
 use super::etag::{EntityTags, Member};
-use crate::encoding::Encoding;
+use sluice_core::ContentCoding;
 
 /// The validators of one version of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,14 +39,14 @@ impl Validators {
     pub(crate) fn new(
         mtime: Option<SystemTime>,
         len: u64,
-        encoding: Encoding,
+        encoding: ContentCoding,
         now: SystemTime,
     ) -> Self {
         let secs = mtime
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs());
         let etag = match encoding {
-            Encoding::Identity => format!("\"{secs:x}-{len:x}\""),
+            ContentCoding::Identity => format!("\"{secs:x}-{len:x}\""),
             coded => format!("\"{secs:x}-{len:x}-{coded}\""),
         };
         Self {
@@ -281,13 +281,13 @@ mod tests {
     fn etag_is_mtime_and_size_in_hex() {
         let mtime = UNIX_EPOCH + Duration::new(1_700_000_000, 999_000_000);
         let now = mtime + Duration::from_secs(60);
-        let v = Validators::new(Some(mtime), 10, Encoding::Identity, now);
+        let v = Validators::new(Some(mtime), 10, ContentCoding::Identity, now);
         assert_eq!(v, validators());
-        let v = Validators::new(None, 255, Encoding::Identity, now);
+        let v = Validators::new(None, 255, ContentCoding::Identity, now);
         assert_eq!((v.etag.as_str(), v.last_modified), ("\"0-ff\"", None));
-        let br = Validators::new(Some(mtime), 10, Encoding::Br, now);
+        let br = Validators::new(Some(mtime), 10, ContentCoding::Br, now);
         assert_eq!(br.etag, "\"6553f100-a-br\"");
-        let zstd = Validators::new(Some(mtime), 10, Encoding::Zstd, now);
+        let zstd = Validators::new(Some(mtime), 10, ContentCoding::Zstd, now);
         assert_eq!(zstd.etag, "\"6553f100-a-zstd\"");
     }
 
@@ -295,7 +295,7 @@ mod tests {
     fn last_modified_is_clamped_to_now() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         let future = now + Duration::from_secs(3_600);
-        let v = Validators::new(Some(future), 0, Encoding::Identity, now);
+        let v = Validators::new(Some(future), 0, ContentCoding::Identity, now);
         assert_eq!(v.last_modified, Some(HttpDate::from(now)));
         assert_eq!(v.etag, "\"11f8-0\"");
     }

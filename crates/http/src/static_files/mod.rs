@@ -62,7 +62,7 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Response, StatusCode, Uri};
-use sluice_core::{Body, Error, ErrorKind};
+use sluice_core::{Body, ContentCoding, Error, ErrorKind};
 
 use cache::{Cached, FileCache};
 use conditional::{Precondition, Validators};
@@ -70,7 +70,6 @@ use range::RangeDecision;
 use resolve::{OpenFile, Resolver, Target};
 
 use crate::compress_policy::{NotModifiedOf, Precompressed, add_vary};
-use crate::encoding::Encoding;
 
 pub use response::content_type;
 
@@ -86,7 +85,7 @@ struct Inner {
     route_prefix: String,
     strip_prefix: bool,
     /// Sidecar codings served when accepted, most preferred first; empty: off.
-    sidecars: Vec<Encoding>,
+    sidecars: Vec<ContentCoding>,
     /// Small files kept in memory; `None` when the route turns it off.
     cache: Option<FileCache>,
 }
@@ -112,7 +111,7 @@ impl StaticFiles {
             resolver,
             route_prefix: route_prefix.to_owned(),
             strip_prefix: cfg.strip_prefix,
-            sidecars: cfg.precompressed.iter().map(|&c| encoding_of(c)).collect(),
+            sidecars: cfg.precompressed.iter().map(|&c| c.coding()).collect(),
             cache: FileCache::new(cfg.memory_cache, cache::REVALIDATE_AFTER),
         };
         Ok(Self {
@@ -205,7 +204,7 @@ struct Representation {
     len: u64,
     modified: Option<SystemTime>,
     /// `Identity`, or the coding of a precompressed sidecar.
-    encoding: Encoding,
+    encoding: ContentCoding,
     /// The original's type, also for a sidecar.
     content_type: HeaderValue,
 }
@@ -233,15 +232,6 @@ impl Representation {
             encoding: hit.encoding,
             content_type: hit.content_type.clone(),
         }
-    }
-}
-
-/// The coding a config token stands for.
-fn encoding_of(coding: sluice_config::SidecarCoding) -> Encoding {
-    match coding {
-        sluice_config::SidecarCoding::Zstd => Encoding::Zstd,
-        sluice_config::SidecarCoding::Br => Encoding::Br,
-        sluice_config::SidecarCoding::Gzip => Encoding::Gzip,
     }
 }
 
@@ -276,7 +266,7 @@ async fn respond(
             whole_or_range(method, headers, body, len, validators, content_type).await?
         }
     };
-    if encoding != Encoding::Identity {
+    if encoding != ContentCoding::Identity {
         // Representation metadata goes with a representation: not on 304 (§15.4.5) or 416.
         let status = response.status();
         if status == StatusCode::OK || status == StatusCode::PARTIAL_CONTENT {

@@ -6,7 +6,8 @@
 use http::HeaderMap;
 use http::header::ACCEPT_ENCODING;
 
-use crate::encoding::{Encoding, Negotiated, negotiate_headers};
+use crate::encoding::{Negotiated, negotiate_headers};
+use sluice_core::ContentCoding;
 
 /// Sidecar codings (zstd, br, gzip): at most three, kept inline so that no request allocates.
 const MAX: usize = 3;
@@ -14,17 +15,17 @@ const MAX: usize = 3;
 /// The acceptable sidecar codings of one request, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Accepted {
-    codings: [Encoding; MAX],
+    codings: [ContentCoding; MAX],
     len: usize,
 }
 
 impl Accepted {
     pub(crate) const NONE: Accepted = Accepted {
-        codings: [Encoding::Identity; MAX],
+        codings: [ContentCoding::Identity; MAX],
         len: 0,
     };
 
-    pub(crate) fn as_slice(&self) -> &[Encoding] {
+    pub(crate) fn as_slice(&self) -> &[ContentCoding] {
         &self.codings[..self.len]
     }
 }
@@ -32,7 +33,7 @@ impl Accepted {
 /// Rank `offered` (the route's sidecar codings, most preferred first) for this request. The
 /// ranking stops where identity would win: `gzip;q=0.5, identity` prefers the original to the
 /// gzip sidecar, so no sidecar is tried at all.
-pub(crate) fn accepted(headers: &HeaderMap, offered: &[Encoding]) -> Accepted {
+pub(crate) fn accepted(headers: &HeaderMap, offered: &[ContentCoding]) -> Accepted {
     let mut accepted = Accepted::NONE;
     if offered.is_empty() || !headers.contains_key(ACCEPT_ENCODING) {
         return accepted;
@@ -46,7 +47,7 @@ pub(crate) fn accepted(headers: &HeaderMap, offered: &[Encoding]) -> Accepted {
     // short header, cheaper than a ranking API that would allocate.
     while remaining.len > 0 {
         let best = match negotiate_headers(headers, remaining.as_slice()) {
-            Negotiated::Use(Encoding::Identity) | Negotiated::NotAcceptable => break,
+            Negotiated::Use(ContentCoding::Identity) | Negotiated::NotAcceptable => break,
             Negotiated::Use(best) => best,
         };
         let Some(at) = remaining.as_slice().iter().position(|&e| e == best) else {
@@ -63,10 +64,13 @@ pub(crate) fn accepted(headers: &HeaderMap, offered: &[Encoding]) -> Accepted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Encoding::{Br, Gzip, Zstd};
+    use ContentCoding::{Br, Gzip, Zstd};
     use http::HeaderValue;
 
-    fn rank(accept_encoding: Option<&'static str>, offered: &[Encoding]) -> Vec<Encoding> {
+    fn rank(
+        accept_encoding: Option<&'static str>,
+        offered: &[ContentCoding],
+    ) -> Vec<ContentCoding> {
         let mut headers = HeaderMap::new();
         if let Some(value) = accept_encoding {
             headers.insert(ACCEPT_ENCODING, HeaderValue::from_static(value));

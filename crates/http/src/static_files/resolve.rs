@@ -36,10 +36,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use sluice_core::{Error, ErrorKind};
+use sluice_core::{ContentCoding, Error, ErrorKind};
 
 use super::path::RelPath;
-use crate::encoding::Encoding;
 
 /// What a request path leads to.
 #[derive(Debug)]
@@ -63,7 +62,7 @@ pub(crate) struct OpenFile {
     /// original's name: `app.js.br` is JavaScript in the `br` coding.
     pub(crate) name: PathBuf,
     /// The coding of the opened bytes: `Identity` for the file itself, else a sidecar's.
-    pub(crate) encoding: Encoding,
+    pub(crate) encoding: ContentCoding,
     /// The whole file, read on the same blocking-pool trip that opened it (see
     /// [`OpenFile::prefetch`]); `None` when not asked for or too large.
     pub(crate) contents: Option<Bytes>,
@@ -130,7 +129,13 @@ impl FileStamp {
 }
 
 impl OpenFile {
-    fn new(file: File, meta: &Metadata, name: PathBuf, encoding: Encoding, path: PathBuf) -> Self {
+    fn new(
+        file: File,
+        meta: &Metadata,
+        name: PathBuf,
+        encoding: ContentCoding,
+        path: PathBuf,
+    ) -> Self {
         Self {
             file,
             len: meta.len(),
@@ -187,7 +192,11 @@ pub(crate) struct Resolver {
 impl Resolver {
     /// Resolve `rel` under the root. `sidecars`: the codings the client accepts, best first, for
     /// which a precompressed sidecar is tried before the file itself. Blocking.
-    pub(crate) fn resolve(&self, rel: &RelPath, sidecars: &[Encoding]) -> Result<Target, Error> {
+    pub(crate) fn resolve(
+        &self,
+        rel: &RelPath,
+        sidecars: &[ContentCoding],
+    ) -> Result<Target, Error> {
         let requested = self.root.join(&rel.path);
         let canonical = self.contained(&requested)?;
         let meta = std::fs::metadata(&canonical).map_err(io_error)?;
@@ -216,7 +225,7 @@ impl Resolver {
         &self,
         requested: &Path,
         canonical: &Path,
-        sidecars: &[Encoding],
+        sidecars: &[ContentCoding],
     ) -> Result<Target, Error> {
         let mut skipped = Vec::new();
         for index in &self.index {
@@ -253,7 +262,7 @@ impl Resolver {
         requested: PathBuf,
         file: File,
         meta: &Metadata,
-        sidecars: &[Encoding],
+        sidecars: &[ContentCoding],
     ) -> OpenFile {
         let stamp = FileStamp::of(meta);
         let mut probes = Vec::new();
@@ -295,7 +304,7 @@ impl Resolver {
             file,
             meta,
             requested,
-            Encoding::Identity,
+            ContentCoding::Identity,
             canonical.to_path_buf(),
         );
         open.probes.extend(probes);

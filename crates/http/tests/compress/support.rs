@@ -7,16 +7,10 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
-use sluice_core::BoxError;
-use sluice_http::compress::Algorithm;
+use sluice_core::{BoxError, Compression, ContentCoding};
 use tokio::sync::mpsc;
 
-pub const ALL: [Algorithm; 4] = [
-    Algorithm::Gzip,
-    Algorithm::Deflate,
-    Algorithm::Br,
-    Algorithm::Zstd,
-];
+pub const ALL: [Compression; 4] = Compression::ALL;
 
 /// ~200 KB of API-like JSON: repetitive keys, varied values, like the demo origin's records.
 pub fn json_fixture() -> Vec<u8> {
@@ -98,26 +92,27 @@ impl Body for ReadyBody {
 }
 
 /// Decode a complete stream with the crates, requiring exactly one gzip member / zstd frame.
-pub fn decode(alg: Algorithm, data: &[u8]) -> Vec<u8> {
+pub fn decode(alg: Compression, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    match alg {
-        Algorithm::Gzip => {
+    match alg.coding() {
+        ContentCoding::Identity => out.extend_from_slice(data),
+        ContentCoding::Gzip => {
             // bufread::GzDecoder stops after the first member; the rest must be empty.
             let mut d = flate2::bufread::GzDecoder::new(data);
             d.read_to_end(&mut out).unwrap();
             assert!(d.into_inner().is_empty(), "more than one gzip member");
         }
-        Algorithm::Deflate => {
+        ContentCoding::Deflate => {
             flate2::read::ZlibDecoder::new(data)
                 .read_to_end(&mut out)
                 .unwrap();
         }
-        Algorithm::Br => {
+        ContentCoding::Br => {
             brotli::Decompressor::new(data, 4096)
                 .read_to_end(&mut out)
                 .unwrap();
         }
-        Algorithm::Zstd => {
+        ContentCoding::Zstd => {
             let frame = zstd::zstd_safe::find_frame_compressed_size(data).unwrap();
             assert_eq!(frame, data.len(), "more than one zstd frame");
             let mut d = zstd::stream::read::Decoder::new(data).unwrap();
@@ -130,23 +125,25 @@ pub fn decode(alg: Algorithm, data: &[u8]) -> Vec<u8> {
 
 /// Decodes a stream piece by piece, the way a browser renders a streamed response.
 pub enum StreamDecoder {
+    Identity,
     Flate(flate2::Decompress),
     Br(Box<brotli::DecompressorWriter<Vec<u8>>>),
     Zstd(zstd::stream::raw::Decoder<'static>),
 }
 
 impl StreamDecoder {
-    pub fn new(alg: Algorithm) -> Self {
-        match alg {
-            Algorithm::Gzip => StreamDecoder::Flate(flate2::Decompress::new_gzip(15)),
-            Algorithm::Deflate => StreamDecoder::Flate(flate2::Decompress::new(true)),
+    pub fn new(alg: Compression) -> Self {
+        match alg.coding() {
+            ContentCoding::Identity => StreamDecoder::Identity,
+            ContentCoding::Gzip => StreamDecoder::Flate(flate2::Decompress::new_gzip(15)),
+            ContentCoding::Deflate => StreamDecoder::Flate(flate2::Decompress::new(true)),
             // A large buffer: brotli-decompressor's writer stops early when a write fills its
             // buffer exactly, which would look like an incomplete flush.
-            Algorithm::Br => StreamDecoder::Br(Box::new(brotli::DecompressorWriter::new(
+            ContentCoding::Br => StreamDecoder::Br(Box::new(brotli::DecompressorWriter::new(
                 Vec::new(),
                 1 << 20,
             ))),
-            Algorithm::Zstd => StreamDecoder::Zstd(zstd::stream::raw::Decoder::new().unwrap()),
+            ContentCoding::Zstd => StreamDecoder::Zstd(zstd::stream::raw::Decoder::new().unwrap()),
         }
     }
 
@@ -154,6 +151,7 @@ impl StreamDecoder {
     pub fn feed(&mut self, mut input: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         match self {
+            StreamDecoder::Identity => out.extend_from_slice(input),
             StreamDecoder::Flate(d) => loop {
                 out.reserve(64 * 1024);
                 let before = d.total_in();

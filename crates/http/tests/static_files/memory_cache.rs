@@ -2,7 +2,7 @@
 //! and any change to a file the lookup looked at is served by the very next request.
 
 use super::*;
-use sluice_config::SidecarCoding;
+use sluice_core::SidecarCoding;
 
 /// A route with the cache turned off, to compare against.
 fn uncached_route(site: &Site) -> Result<StaticFiles, BoxError> {
@@ -122,7 +122,7 @@ async fn sidecars_that_appear_change_or_go_stale_are_seen_at_once() -> TestResul
     let site = Site::new()?;
     let original = "x".repeat(4096);
     site.file("app.js", original.as_bytes())?;
-    let files = site.route(|c| c.precompressed = vec![SidecarCoding::Gzip])?;
+    let files = site.route(|c| c.precompressed = vec![SidecarCoding::GZIP])?;
     let gzip = [("accept-encoding", "gzip")];
 
     // No sidecar yet: the original, cached under this Accept-Encoding.

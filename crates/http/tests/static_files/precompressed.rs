@@ -3,10 +3,9 @@
 
 use super::*;
 use bytes::BytesMut;
-use sluice_config::SidecarCoding;
-use sluice_http::compress::{Algorithm, Encoder};
+use sluice_core::{Compression, ContentCoding, SidecarCoding};
+use sluice_http::compress::Encoder;
 use sluice_http::compress_policy::Precompressed;
-use sluice_http::encoding::Encoding;
 
 /// A script long enough to compress well.
 fn script() -> Vec<u8> {
@@ -16,7 +15,7 @@ fn script() -> Vec<u8> {
         .into_bytes()
 }
 
-fn compress(alg: Algorithm, input: &[u8]) -> Result<Vec<u8>, BoxError> {
+fn compress(alg: Compression, input: &[u8]) -> Result<Vec<u8>, BoxError> {
     let mut encoder = Encoder::new(alg, Some(9))?;
     let mut out = BytesMut::new();
     encoder.write(input, &mut out)?;
@@ -35,9 +34,9 @@ struct Sidecars {
 fn with_sidecars(site: &Site, rel: &str) -> Result<Sidecars, BoxError> {
     let original = script();
     let sidecars = Sidecars {
-        gz: compress(Algorithm::Gzip, &original)?,
-        br: compress(Algorithm::Br, &original)?,
-        zst: compress(Algorithm::Zstd, &original)?,
+        gz: compress(Compression::GZIP, &original)?,
+        br: compress(Compression::BR, &original)?,
+        zst: compress(Compression::ZSTD, &original)?,
         original,
     };
     site.file(rel, &sidecars.original)?;
@@ -106,7 +105,7 @@ async fn the_variant_follows_client_weights_then_the_route_order() -> TestResult
 async fn a_route_order_narrows_and_orders_the_codings() -> TestResult {
     let site = Site::new()?;
     let s = with_sidecars(&site, "app.js")?;
-    let files = site.route(|c| c.precompressed = vec![SidecarCoding::Gzip, SidecarCoding::Br])?;
+    let files = site.route(|c| c.precompressed = vec![SidecarCoding::GZIP, SidecarCoding::BR])?;
     let reply = get_ae(&files, "/app.js", "zstd, br, gzip").await?;
     assert_eq!(reply.header(header::CONTENT_ENCODING), Some("gzip"));
     assert_eq!(reply.body, s.gz);
@@ -161,7 +160,7 @@ async fn each_variant_has_its_own_etag_and_the_response_is_marked() -> TestResul
         .await?;
     assert_eq!(
         response.extensions().get::<Precompressed>(),
-        Some(&Precompressed(Encoding::Br))
+        Some(&Precompressed(ContentCoding::Br))
     );
     headers.insert(
         header::ACCEPT_ENCODING,

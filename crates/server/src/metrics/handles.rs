@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::StatusCode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use sluice_http::compress::Algorithm;
+use sluice_core::Compression;
 use sluice_http::compress_policy::{Decision, SkipReason};
 
 use super::DurationHistogram;
@@ -45,8 +45,8 @@ impl RouteMetrics {
 pub struct CompressMetrics {
     /// Responses by decision, indexed like [`Self::DECISIONS`].
     pub(super) decisions: [Counter; 9],
-    /// Byte counters by algorithm, indexed like [`Self::ALGORITHMS`].
-    pub(super) bytes: [CompressBytes; 4],
+    /// Byte counters by algorithm, indexed by [`Compression::index`].
+    pub(super) bytes: [CompressBytes; Compression::ALL.len()],
 }
 
 impl CompressMetrics {
@@ -61,13 +61,6 @@ impl CompressMetrics {
         SkipReason::TooSmall.as_str(),
         SkipReason::NotAccepted.as_str(),
         SkipReason::Precompressed.as_str(),
-    ];
-
-    pub const ALGORITHMS: [Algorithm; 4] = [
-        Algorithm::Gzip,
-        Algorithm::Deflate,
-        Algorithm::Br,
-        Algorithm::Zstd,
     ];
 
     /// Count one response's decision.
@@ -90,14 +83,8 @@ impl CompressMetrics {
     }
 
     /// The byte counters of `algorithm`, to be handed to its response body.
-    pub fn bytes(&self, algorithm: Algorithm) -> CompressBytes {
-        let index = match algorithm {
-            Algorithm::Gzip => 0,
-            Algorithm::Deflate => 1,
-            Algorithm::Br => 2,
-            Algorithm::Zstd => 3,
-        };
-        self.bytes[index].clone()
+    pub fn bytes(&self, algorithm: Compression) -> CompressBytes {
+        self.bytes[algorithm.index()].clone()
     }
 }
 

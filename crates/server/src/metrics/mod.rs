@@ -27,6 +27,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry, Unit};
+use sluice_core::Compression;
 
 pub use handles::{
     CompressBytes, CompressMetrics, DecompressMetrics, DecompressOutcome, InFlightGuard,
@@ -295,9 +296,9 @@ impl Metrics {
                     decision,
                 })
         });
-        let bytes = CompressMetrics::ALGORITHMS.map(|algorithm| {
+        let bytes = Compression::ALL.map(|algorithm| {
             let labels = AlgorithmLabels {
-                algorithm: algorithm.token(),
+                algorithm: algorithm.as_str(),
             };
             CompressBytes {
                 bytes_in: self.compress_bytes_in.get_or_create_owned(&labels),

@@ -51,14 +51,12 @@ fn exercised() -> Arc<Metrics> {
     upstream.no_peer_available();
     let compress = m.compress("api");
     compress.decided(sluice_http::compress_policy::Decision::Compress(
-        sluice_http::encoding::Encoding::Br,
+        sluice_core::ContentCoding::Br,
     ));
     compress.decided(sluice_http::compress_policy::Decision::Skip(
         sluice_http::compress_policy::SkipReason::TooSmall,
     ));
-    compress
-        .bytes(sluice_http::compress::Algorithm::Br)
-        .add(1000, 100);
+    compress.bytes(sluice_core::Compression::BR).add(1000, 100);
     let decompress = m.decompress("api");
     decompress.outcome(super::DecompressOutcome::Decoded);
     decompress.bytes(100, 1000);

@@ -31,11 +31,11 @@ use sluice_upstream::{Group, InFlight, PickContext};
 
 use body::{CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
 
+use crate::client::Client;
 use crate::metrics::{
     DecompressMetrics, DecompressOutcome, UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics,
 };
-use crate::pipeline::Client;
-use crate::server::RunningUpstream;
+use crate::upstreams::RunningUpstream;
 
 /// A proxy route, ready to forward.
 pub struct ProxyHandler {
