@@ -278,7 +278,10 @@ mod tests {
                 .as_str()
                 .to_owned()
         };
-        assert_eq!(key_of(b"gzip, deflate, br"), key_of(b"br,GZIP;q=0.5 , deflate"));
+        assert_eq!(
+            key_of(b"gzip, deflate, br"),
+            key_of(b"br,GZIP;q=0.5 , deflate")
+        );
         assert_ne!(key_of(b"gzip, br"), key_of(b"gzip"));
         assert_eq!(key_of(b"gzip, br;q=0"), key_of(b"gzip"));
         let absent = HeaderMap::new();

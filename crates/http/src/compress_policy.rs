@@ -311,7 +311,7 @@ fn content_length(resp_headers: &HeaderMap) -> Option<u64> {
 }
 
 /// Non-empty comma-separated tokens of every line of a list field, parameters cut off.
-fn list_tokens<'a>(
+pub fn list_tokens<'a>(
     headers: &'a HeaderMap,
     name: &header::HeaderName,
 ) -> impl Iterator<Item = &'a [u8]> {

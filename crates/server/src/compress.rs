@@ -97,6 +97,48 @@ impl RouteCompression {
         }
     }
 
+    /// The coding a stored response is served in to a request with `req_headers` (the cache's
+    /// compress-once variants): the stored coding itself when the client accepts it, else what
+    /// this route would compress the identity representation to, else identity. The same
+    /// rules as on the fly (type, `min_length`, negotiation, server preference on ties), so a
+    /// route answers alike with and without a cache.
+    pub fn choose_stored(
+        &self,
+        req_headers: &HeaderMap,
+        status: StatusCode,
+        headers: &HeaderMap,
+        len: u64,
+        stored: ContentCoding,
+    ) -> ContentCoding {
+        let accept = || {
+            req_headers
+                .get_all(header::ACCEPT_ENCODING)
+                .iter()
+                .map(HeaderValue::as_bytes)
+        };
+        if stored != ContentCoding::Identity
+            && sluice_http::encoding::negotiate_fields(accept(), &[stored])
+                == sluice_http::encoding::Negotiated::Use(stored)
+        {
+            return stored;
+        }
+        let transformable = status == StatusCode::OK
+            && !compress_policy::list_tokens(headers, &header::CACHE_CONTROL)
+                .any(|t| t.eq_ignore_ascii_case(b"no-transform"));
+        if !transformable {
+            return stored;
+        }
+        match compress_policy::decide_representation(
+            &self.policy,
+            accept(),
+            headers.get(header::CONTENT_TYPE),
+            Some(len),
+        ) {
+            Decision::Compress(coding) => coding,
+            Decision::Skip(_) => ContentCoding::Identity,
+        }
+    }
+
     /// A 304 repeats the `ETag` and `Vary` its 200 had (RFC 9110 §15.4.5): decide for that 200
     /// from what its producer left on the 304 (static files), else from the 304's own
     /// `Content-Type`. Knowing neither, only `Vary` is added: on a compress route the 200 may

@@ -6,6 +6,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod cache;
 pub mod cert;
 pub mod cli;
 pub mod client;

@@ -149,7 +149,12 @@ impl Index {
     }
 
     /// Add a committed source; returns the variant objects of the entry it replaces.
-    pub(super) fn insert_source(&self, id: ObjectId, meta: Arc<Meta>, body_len: u64) -> Vec<ObjectId> {
+    pub(super) fn insert_source(
+        &self,
+        id: ObjectId,
+        meta: Arc<Meta>,
+        body_len: u64,
+    ) -> Vec<ObjectId> {
         let entry = Arc::new(Entry::new(id, meta, body_len));
         let mut inner = lock(&self.inner);
         let mut replaced = Vec::new();
@@ -216,7 +221,8 @@ impl Index {
                 .find(|e| e.vary_key == meta.vary_key);
             match (coding, entry) {
                 (Some(coding), Some(entry))
-                    if id == Zone::variant_id(&meta.primary_key, meta.vary_key.as_str(), coding) =>
+                    if id
+                        == Zone::variant_id(&meta.primary_key, meta.vary_key.as_str(), coding) =>
                 {
                     let body_len = meta.body_len;
                     let variant = Variant {
@@ -307,5 +313,7 @@ impl Index {
 
 /// See `lock::lock`: the state stays valid across a panic elsewhere.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

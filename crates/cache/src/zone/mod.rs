@@ -138,7 +138,11 @@ impl Zone {
 
     /// The id of a variant of that source in `coding`.
     pub fn variant_id(primary: &str, vary: &str, coding: ContentCoding) -> ObjectId {
-        ObjectId::of(&[primary.as_bytes(), vary.as_bytes(), coding.as_str().as_bytes()])
+        ObjectId::of(&[
+            primary.as_bytes(),
+            vary.as_bytes(),
+            coding.as_str().as_bytes(),
+        ])
     }
 
     /// Lead or follow the production of object `id` (a miss of a source, or a variant).
@@ -204,7 +208,14 @@ impl Zone {
     ) {
         let id = Self::variant_id(&meta.primary_key, meta.vary_key.as_str(), coding);
         self.stats.variant_made(coding);
-        fill::spawn(self.clone(), publisher, id, meta, body, Some((entry, coding)));
+        fill::spawn(
+            self.clone(),
+            publisher,
+            id,
+            meta,
+            body,
+            Some((entry, coding)),
+        );
     }
 
     /// Replace the stored headers of `entry` (a 304 from the origin, RFC 9111 §4.3.4); the
@@ -250,7 +261,13 @@ impl Zone {
         self.len() == 0
     }
 
-    fn commit(&self, id: ObjectId, meta: Arc<Meta>, body_len: u64, variant: Option<(Arc<Entry>, ContentCoding)>) {
+    fn commit(
+        &self,
+        id: ObjectId,
+        meta: Arc<Meta>,
+        body_len: u64,
+        variant: Option<(Arc<Entry>, ContentCoding)>,
+    ) {
         match variant {
             None => {
                 let replaced = self.index.insert_source(id, meta, body_len);
@@ -263,7 +280,15 @@ impl Zone {
                 }
             }
             Some((entry, coding)) => {
-                if !self.index.insert_variant(&entry, Variant { coding, id, meta, body_len }) {
+                if !self.index.insert_variant(
+                    &entry,
+                    Variant {
+                        coding,
+                        id,
+                        meta,
+                        body_len,
+                    },
+                ) {
                     // The source was replaced while this variant was made: it describes nothing.
                     let storage = self.storage.clone();
                     tokio::spawn(async move {

@@ -76,7 +76,10 @@ impl CacheStatus {
     pub const fn from_cache(self) -> bool {
         matches!(
             self,
-            CacheStatus::Hit | CacheStatus::Stale | CacheStatus::Updating | CacheStatus::Revalidated
+            CacheStatus::Hit
+                | CacheStatus::Stale
+                | CacheStatus::Updating
+                | CacheStatus::Revalidated
         )
     }
 }

@@ -11,6 +11,7 @@
 //! `docs/metrics.md` lists every metric with example queries; the names below are the only place
 //! they are spelled.
 
+pub mod cache;
 mod handles;
 mod histogram;
 mod labels;

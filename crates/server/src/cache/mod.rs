@@ -1,0 +1,440 @@
+//! The response cache as a pipeline feature: a proxy route's `cache` option, compiled once into
+//! a [`RouteCache`] over a shared [`Zone`], answering requests from storage or sending them
+//! upstream and storing what comes back. `docs/caching.md` describes the behaviour.
+//!
+//! The decisions are RFC 9111's, made by `sluice_cache::policy`; the storage, index and request
+//! collapsing are `sluice_cache`'s. This module orders them for one request:
+//!
+//! 1. not a cached method → upstream; an unsafe method's success invalidates (§4.4);
+//! 2. `bypass` → upstream (BYPASS), stored if storable;
+//! 3. a stored response for the keys: fresh → served (HIT); stale and `stale-while-revalidate`
+//!    allows → served (STALE, or UPDATING while another request refreshes) and refreshed once in
+//!    the background; otherwise revalidated with the origin (304 → REVALIDATED, new response →
+//!    EXPIRED, origin failing and stale allowed → STALE);
+//! 4. nothing stored: `only-if-cached` → 504 (§5.2.1.7); else one request per key goes upstream
+//!    (MISS), the others wait for it and read its body as it arrives.
+//!
+//! Served responses carry the coding the client negotiated: from the stored source, or from a
+//! variant made once per coding and stored beside it (compress once, serve many).
+
+mod conditions;
+mod serve;
+mod store;
+mod variant;
+pub mod zones;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures_util::future::BoxFuture;
+use http::request::Parts;
+use http::{HeaderName, Request, Response, StatusCode};
+use sluice_cache::key::{KeyPart, primary_key};
+use sluice_cache::lock::{Join, Waited};
+use sluice_cache::policy::{self, RequestDirectives, Reuse, Settings};
+use sluice_cache::storage::ObjectId;
+use sluice_cache::zone::{CacheStatus, Entry, Stats, Zone};
+use sluice_config::{RouteCache as RouteCacheConfig, UseStale};
+use sluice_core::{Body, ContentCoding, Error, ErrorKind};
+
+use crate::compress::RouteCompression;
+use conditions::Condition;
+
+/// Forwards one request upstream (the route's proxy, with the client it came from).
+pub type Forward =
+    Arc<dyn Fn(Request<Body>) -> BoxFuture<'static, Result<Response<Body>, Error>> + Send + Sync>;
+
+/// A route's cache settings, ready for requests.
+pub struct RouteCache {
+    zone: Arc<Zone>,
+    key: Vec<KeyPart>,
+    policy: Settings,
+    /// The zone's `use_stale` failures (which upstream failures count as "error").
+    use_stale: Vec<UseStale>,
+    bypass: Vec<Condition>,
+    no_store: Vec<Condition>,
+    min_uses: u32,
+    uses: quick_cache::sync::Cache<String, u32>,
+    /// `None`: collapsing off.
+    lock_timeout: Option<Duration>,
+    methods: sluice_config::CacheMethods,
+    status_header: Option<HeaderName>,
+    /// Level per coding for stored variants, by [`ContentCoding::index`].
+    levels: [Option<i32>; ContentCoding::ALL.len()],
+}
+
+/// What the cache did with a request: the response and the status for `X-Cache-Status` and
+/// the access log (`None`: the cache was not involved, e.g. a POST).
+pub struct Outcome {
+    pub response: Response<Body>,
+    pub status: Option<CacheStatus>,
+}
+
+impl Outcome {
+    fn new(response: Response<Body>, status: Option<CacheStatus>) -> Self {
+        Self { response, status }
+    }
+}
+
+/// Requests for one key that were released by a leader go around once more, then upstream.
+const ROUNDS: usize = 2;
+
+impl RouteCache {
+    pub fn new(
+        config: &RouteCacheConfig,
+        zone: Arc<Zone>,
+        zone_policy: Settings,
+        use_stale: &[UseStale],
+    ) -> Self {
+        let mut levels = [None; ContentCoding::ALL.len()];
+        for (coding, level) in [
+            (ContentCoding::Gzip, config.levels.gzip),
+            (ContentCoding::Deflate, config.levels.deflate),
+            (ContentCoding::Br, config.levels.br),
+            (ContentCoding::Zstd, config.levels.zstd),
+        ] {
+            levels[coding.index()] = level.and_then(|l| i32::try_from(l).ok());
+        }
+        let mut policy = zone_policy;
+        policy.valid = config
+            .valid
+            .iter()
+            .map(|v| {
+                let status = match v.status {
+                    sluice_config::StatusMatch::Code(code) => policy::StatusMatch::Code(code),
+                    sluice_config::StatusMatch::Any => policy::StatusMatch::Any,
+                };
+                (status, v.lifetime)
+            })
+            .collect();
+        Self {
+            zone,
+            key: config.key.iter().map(conditions::key_part).collect(),
+            policy,
+            use_stale: use_stale.to_vec(),
+            bypass: config.bypass.iter().map(Condition::from).collect(),
+            no_store: config.no_store.iter().map(Condition::from).collect(),
+            min_uses: config.min_uses,
+            uses: quick_cache::sync::Cache::new(16 * 1024),
+            lock_timeout: config.lock_timeout,
+            methods: config.methods,
+            status_header: config.status_header.clone(),
+            levels,
+        }
+    }
+
+    pub fn zone(&self) -> &Arc<Zone> {
+        &self.zone
+    }
+
+    /// Answer `req` from the cache or through `forward`, storing what may be stored.
+    pub async fn handle(
+        &self,
+        req: Request<Body>,
+        tls: bool,
+        compression: Option<&RouteCompression>,
+        forward: Forward,
+    ) -> Result<Outcome, Error> {
+        let (parts, body) = req.into_parts();
+        if !self.methods.allows(&parts.method) {
+            return self.uncached_method(parts, body, tls, forward).await;
+        }
+        let scheme = if tls { "https" } else { "http" };
+        let host = crate::router::request_host_parts(&parts).unwrap_or_default();
+        let primary = primary_key(&self.key, scheme, &host, &parts.uri, &parts.headers);
+        let directives = RequestDirectives::parse(&parts.headers);
+        let may_store = !directives.no_store
+            && !self.no_store.iter().any(|c| c.matches(&parts.headers))
+            && self.used_enough(&primary);
+
+        if self.bypass.iter().any(|c| c.matches(&parts.headers)) {
+            let outcome = self
+                .fetch(
+                    &parts,
+                    &primary,
+                    None,
+                    may_store,
+                    CacheStatus::Bypass,
+                    compression,
+                    &forward,
+                )
+                .await?;
+            return Ok(self.finish(outcome));
+        }
+        for _ in 0..ROUNDS {
+            let ae = serve::accept_encoding_key(&parts.headers, compression);
+            if let Some(entry) = self.zone.find(&primary, &parts.headers, ae) {
+                if let Some(outcome) = self
+                    .stored(
+                        &parts,
+                        &primary,
+                        &entry,
+                        &directives,
+                        may_store,
+                        compression,
+                        &forward,
+                    )
+                    .await?
+                {
+                    return Ok(self.finish(outcome));
+                }
+                continue;
+            }
+            if directives.only_if_cached {
+                // RFC 9111 §5.2.1.7: nothing usable stored → 504.
+                return Ok(self.finish(Outcome::new(
+                    crate::responses::error_page(StatusCode::GATEWAY_TIMEOUT, Some("not cached")),
+                    Some(CacheStatus::Miss),
+                )));
+            }
+            let Some(lock_timeout) = self.lock_timeout else {
+                break;
+            };
+            match self.zone.join(miss_key(&primary)) {
+                Join::Leader(leader) => {
+                    let outcome = self
+                        .fetch(
+                            &parts,
+                            &primary,
+                            Some(leader),
+                            may_store,
+                            CacheStatus::Miss,
+                            compression,
+                            &forward,
+                        )
+                        .await?;
+                    return Ok(self.finish(outcome));
+                }
+                Join::Follower(follower) => {
+                    Stats::add(&self.zone.stats().collapsed, 1);
+                    match follower.wait(lock_timeout).await {
+                        Waited::Ready(shared) => {
+                            if let Some(outcome) =
+                                serve::from_flight(self, &parts, &shared, compression)
+                            {
+                                return Ok(self.finish(outcome));
+                            }
+                            // Another variant of the resource (Vary), or the body is no longer
+                            // readable from its start: go upstream alone.
+                            break;
+                        }
+                        Waited::Released => continue,
+                        Waited::TimedOut => {
+                            Stats::add(&self.zone.stats().lock_timeouts, 1);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        // Collapsing off, or this request could not use another's response: upstream on its
+        // own, stored only when collapsing is off (otherwise the other request stores it).
+        let store = may_store && self.lock_timeout.is_none();
+        let outcome = self
+            .fetch(
+                &parts,
+                &primary,
+                None,
+                store,
+                CacheStatus::Miss,
+                compression,
+                &forward,
+            )
+            .await?;
+        Ok(self.finish(outcome))
+    }
+
+    /// A stored response matched: serve it, or revalidate it. `None`: it vanished from storage
+    /// meanwhile; look again.
+    #[allow(clippy::too_many_arguments)]
+    async fn stored(
+        &self,
+        parts: &Parts,
+        primary: &str,
+        entry: &Arc<Entry>,
+        directives: &RequestDirectives,
+        may_store: bool,
+        compression: Option<&RouteCompression>,
+        forward: &Forward,
+    ) -> Result<Option<Outcome>, Error> {
+        let now = SystemTime::now();
+        let meta = entry.meta();
+        let _ = directives;
+        match policy::evaluate(&meta, &parts.headers, &self.policy, now).reuse {
+            Reuse::Fresh => {
+                Ok(serve::entry(self, parts, entry, CacheStatus::Hit, compression).await)
+            }
+            Reuse::StaleAllowed => {
+                Ok(serve::entry(self, parts, entry, CacheStatus::Stale, compression).await)
+            }
+            Reuse::OnlyIfCached => Ok(Some(Outcome::new(
+                crate::responses::error_page(StatusCode::GATEWAY_TIMEOUT, Some("not cached")),
+                Some(CacheStatus::Miss),
+            ))),
+            Reuse::Revalidate {
+                while_revalidate: Some(_),
+                ..
+            } => {
+                let status = if entry.start_refresh() {
+                    Stats::add(&self.zone.stats().refreshes, 1);
+                    store::refresh_in_background(
+                        self,
+                        parts,
+                        entry.clone(),
+                        compression.is_some(),
+                        forward.clone(),
+                    );
+                    CacheStatus::Stale
+                } else {
+                    CacheStatus::Updating
+                };
+                Ok(serve::entry(self, parts, entry, status, compression).await)
+            }
+            Reuse::Revalidate {
+                while_revalidate: None,
+                if_error,
+            } => store::revalidate(
+                self,
+                parts,
+                primary,
+                entry,
+                if_error,
+                may_store,
+                compression,
+                forward,
+            )
+            .await
+            .map(Some),
+        }
+    }
+
+    /// Upstream, storing the response when it may be stored (`leader` wakes the requests
+    /// collapsed on this miss).
+    #[allow(clippy::too_many_arguments)]
+    async fn fetch(
+        &self,
+        parts: &Parts,
+        primary: &str,
+        leader: Option<store::Leader>,
+        may_store: bool,
+        status: CacheStatus,
+        compression: Option<&RouteCompression>,
+        forward: &Forward,
+    ) -> Result<Outcome, Error> {
+        let request_time = SystemTime::now();
+        let upstream = forward(store::upstream_request(parts, compression.is_some(), None)).await;
+        let response = match upstream {
+            Ok(response) => response,
+            Err(err) => {
+                drop(leader);
+                return Err(err);
+            }
+        };
+        let response_time = SystemTime::now();
+        Ok(store::response(
+            self,
+            parts,
+            primary,
+            leader,
+            may_store,
+            status,
+            response,
+            (request_time, response_time),
+            compression,
+        ))
+    }
+
+    /// POST, PUT, DELETE...: forwarded as they are; a success invalidates what is stored for
+    /// the target URI and for its `Location` / `Content-Location` (RFC 9111 §4.4).
+    async fn uncached_method(
+        &self,
+        parts: Parts,
+        body: Body,
+        tls: bool,
+        forward: Forward,
+    ) -> Result<Outcome, Error> {
+        let scheme = if tls { "https" } else { "http" };
+        let host = crate::router::request_host_parts(&parts)
+            .unwrap_or_default()
+            .into_owned();
+        let (method, uri, headers) = (
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.headers.clone(),
+        );
+        let response = forward(Request::from_parts(parts, body)).await?;
+        let targets = policy::invalidation(&method, response.status(), &uri, response.headers());
+        for target in targets {
+            let key = primary_key(&self.key, scheme, &host, &target, &headers);
+            self.zone.invalidate(&key).await;
+        }
+        Ok(Outcome::new(response, None))
+    }
+
+    /// `min_uses`: store a key only once it has been asked for this many times.
+    fn used_enough(&self, primary: &str) -> bool {
+        if self.min_uses <= 1 {
+            return true;
+        }
+        let uses = self.uses.get(primary).unwrap_or(0).saturating_add(1);
+        self.uses.insert(primary.to_string(), uses);
+        uses >= self.min_uses
+    }
+
+    /// Count the outcome and say it in the status header.
+    fn finish(&self, mut outcome: Outcome) -> Outcome {
+        if let Some(status) = outcome.status {
+            self.zone.stats().count(status);
+            if let Some(name) = &self.status_header {
+                outcome.response.headers_mut().insert(
+                    name.clone(),
+                    http::HeaderValue::from_static(status.as_str()),
+                );
+            }
+        }
+        outcome
+    }
+
+    fn level(&self, coding: ContentCoding) -> Option<i32> {
+        self.levels[coding.index()]
+    }
+}
+
+/// The flight key of a miss on `primary`: before the response arrives its `Vary` is unknown,
+/// so misses collapse on the primary key and followers check the secondary key when woken.
+fn miss_key(primary: &str) -> ObjectId {
+    ObjectId::of(&[primary.as_bytes(), b"miss"])
+}
+
+/// Whether a failed revalidation may be answered with the stale response: the stored
+/// response's `stale-if-error` covers connection failures, timeouts and 500/502/503/504 (RFC 5861
+/// §4); the zone's `use_stale` covers what it lists.
+fn stale_on_failure(cache: &RouteCache, meta: &sluice_cache::meta::Meta, failure: Failure) -> bool {
+    let directive = policy::ResponseDirectives::parse(&meta.headers, &cache.policy)
+        .stale_if_error
+        .is_some();
+    let listed = match failure {
+        Failure::Error(ErrorKind::GatewayTimeout) => UseStale::Timeout,
+        Failure::Error(_) => UseStale::Error,
+        Failure::Status(status) => match status.as_u16() {
+            500 => UseStale::Http500,
+            502 => UseStale::Http502,
+            503 => UseStale::Http503,
+            504 => UseStale::Http504,
+            _ => return false,
+        },
+    };
+    let rfc5861 = matches!(failure, Failure::Error(_))
+        || matches!(
+            failure,
+            Failure::Status(s) if matches!(s.as_u16(), 500 | 502 | 503 | 504)
+        );
+    (directive && rfc5861) || cache.use_stale.contains(&listed)
+}
+
+/// How a trip upstream failed.
+#[derive(Clone, Copy)]
+pub(crate) enum Failure {
+    Error(ErrorKind),
+    Status(StatusCode),
+}

@@ -1,0 +1,380 @@
+//! The cache's trips upstream: the request it sends, what it stores of the response, and
+//! revalidation (in line, or in the background for `stale-while-revalidate`).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::request::Parts;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body::Body as _;
+use sluice_cache::lock::{Join, Leader as FlightLeader};
+use sluice_cache::meta::Meta;
+use sluice_cache::policy;
+use sluice_cache::storage::ObjectId;
+use sluice_cache::vary::{VaryRule, vary_key};
+use sluice_cache::zone::{CacheStatus, Entry, Head, Stats, Zone};
+use sluice_core::{Body, Error};
+
+use super::{Failure, Forward, Outcome, RouteCache, serve};
+use crate::compress::RouteCompression;
+
+/// The leader of a collapsed miss.
+pub(super) type Leader = FlightLeader<ObjectId, Head>;
+
+/// Request fields that make a response partial or conditional: the cache asks for the whole,
+/// current response and answers the client's conditions and ranges itself from it.
+const CLIENT_CONDITIONS: [header::HeaderName; 5] = [
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_RANGE,
+    header::IF_MATCH,
+    header::RANGE,
+];
+
+/// The request the cache sends upstream for `parts`: GET for HEAD (a stored GET answers both,
+/// nginx's `proxy_cache_convert_head`), no client conditions or ranges, and, on a route that
+/// compresses, no `Accept-Encoding`: the origin's identity body is the best source for variants
+/// made at the cache's levels. `validators` are the stored response's, for revalidation.
+pub(super) fn upstream_request(
+    parts: &Parts,
+    compressing: bool,
+    validators: Option<HeaderMap>,
+) -> Request<Body> {
+    let mut request = Request::new(Body::Empty);
+    *request.method_mut() = Method::GET;
+    *request.uri_mut() = parts.uri.clone();
+    *request.version_mut() = parts.version;
+    let headers = request.headers_mut();
+    *headers = parts.headers.clone();
+    for name in &CLIENT_CONDITIONS {
+        headers.remove(name);
+    }
+    if compressing {
+        headers.remove(header::ACCEPT_ENCODING);
+    }
+    headers.remove(header::CONTENT_LENGTH);
+    headers.remove(header::TRANSFER_ENCODING);
+    if let Some(validators) = validators {
+        headers.extend(validators);
+    }
+    request
+}
+
+/// What becomes of an upstream response: stored and served from its flight, or passed on.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn response(
+    cache: &RouteCache,
+    parts: &Parts,
+    primary: &str,
+    leader: Option<Leader>,
+    may_store: bool,
+    status: CacheStatus,
+    response: Response<Body>,
+    times: (SystemTime, SystemTime),
+    compression: Option<&RouteCompression>,
+) -> Outcome {
+    let meta = if may_store {
+        storable_meta(cache, parts, primary, &response, times, compression)
+    } else {
+        None
+    };
+    let Some(meta) = meta else {
+        drop(leader);
+        return Outcome::new(serve::passed(parts, response), Some(status));
+    };
+    let leader = match leader {
+        Some(leader) => leader,
+        None => match cache.zone.join(super::miss_key(primary)) {
+            Join::Leader(leader) => leader,
+            // Somebody else is fetching this key right now: theirs will be stored.
+            Join::Follower(_) => return Outcome::new(serve::passed(parts, response), Some(status)),
+        },
+    };
+    let (head, body) = response.into_parts();
+    let meta = Arc::new(meta);
+    let publisher = leader.publish(meta.clone());
+    let reader = publisher.shared().reader();
+    cache.zone.store_source(publisher, (*meta).clone(), body);
+    match reader {
+        Some(reader) => Outcome::new(
+            serve::from_reader(cache, parts, head, &meta, reader, compression),
+            Some(status),
+        ),
+        // Unreachable in practice: a fresh flight is never detached before its first reader.
+        None => Outcome::new(
+            crate::responses::error_page(StatusCode::BAD_GATEWAY, None),
+            Some(status),
+        ),
+    }
+}
+
+/// The stored form of `response`, or `None` when it may not be stored (RFC 9111 §3).
+fn storable_meta(
+    cache: &RouteCache,
+    parts: &Parts,
+    primary: &str,
+    response: &Response<Body>,
+    (request_time, response_time): (SystemTime, SystemTime),
+    compression: Option<&RouteCompression>,
+) -> Option<Meta> {
+    if let Err(why) = policy::storable(
+        &Method::GET,
+        &parts.headers,
+        response.status(),
+        response.headers(),
+        &cache.policy,
+    ) {
+        tracing::trace!(
+            zone = cache.zone.name(),
+            reason = why.as_str(),
+            "response not stored"
+        );
+        return None;
+    }
+    let max = cache.zone.settings().max_object_size;
+    if response
+        .body()
+        .size_hint()
+        .exact()
+        .is_some_and(|len| len > max)
+    {
+        Stats::add(&cache.zone.stats().too_large, 1);
+        return None;
+    }
+    let rule = VaryRule::of(response.headers());
+    let ae = serve::accept_encoding_key(&parts.headers, compression);
+    let vary_key = vary_key(&rule, &parts.headers, ae)?;
+    let headers = policy::headers_to_store(response.headers());
+    let variant = serve::coding_of(&headers)
+        .map_or_else(|| "unknown".to_string(), |c| c.as_str().to_string());
+    Some(Meta {
+        status: response.status(),
+        headers,
+        request_time,
+        response_time,
+        primary_key: primary.to_string(),
+        vary: rule,
+        vary_key,
+        variant,
+        body_len: 0,
+    })
+}
+
+/// A stale entry that may not be served without the origin: ask it (conditionally).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn revalidate(
+    cache: &RouteCache,
+    parts: &Parts,
+    primary: &str,
+    entry: &Arc<Entry>,
+    stale_if_error: bool,
+    may_store: bool,
+    compression: Option<&RouteCompression>,
+    forward: &Forward,
+) -> Result<Outcome, Error> {
+    let meta = entry.meta();
+    let request_time = SystemTime::now();
+    let validators = policy::revalidation_headers(&meta);
+    let sent = forward(upstream_request(
+        parts,
+        compression.is_some(),
+        Some(validators),
+    ))
+    .await;
+    let response_time = SystemTime::now();
+    let allowed = |failure| stale_if_error && super::stale_on_failure(cache, &meta, failure);
+    let response = match sent {
+        Ok(response)
+            if response.status().is_server_error()
+                && allowed(Failure::Status(response.status())) =>
+        {
+            return stale(cache, parts, entry, compression, Some(response)).await;
+        }
+        Err(err) if allowed(Failure::Error(err.kind())) => {
+            tracing::debug!(
+                zone = cache.zone.name(),
+                "origin failed, serving stale: {err}"
+            );
+            return stale(cache, parts, entry, compression, None).await;
+        }
+        Err(err) => return Err(err),
+        Ok(response) => response,
+    };
+    if response.status() == StatusCode::NOT_MODIFIED {
+        // §4.3.4: a 304 that does not match the stored response (or makes it unstorable) says
+        // nothing usable: fetch the whole response.
+        let fresh = policy::freshen(&meta, response.headers(), request_time, response_time).filter(
+            |fresh| {
+                policy::storable(
+                    &Method::GET,
+                    &parts.headers,
+                    fresh.status,
+                    &fresh.headers,
+                    &cache.policy,
+                )
+                .is_ok()
+            },
+        );
+        if let Some(fresh) = fresh {
+            cache.zone.freshen(entry, fresh).await;
+        } else {
+            cache.zone.invalidate(&entry.primary).await;
+        }
+        if let Some(outcome) =
+            serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await
+        {
+            return Ok(outcome);
+        }
+        // Gone from storage meanwhile: fetch it whole.
+        let request_time = SystemTime::now();
+        let response = forward(upstream_request(parts, compression.is_some(), None)).await?;
+        let times = (request_time, SystemTime::now());
+        return Ok(super::store::response(
+            cache,
+            parts,
+            primary,
+            None,
+            may_store,
+            CacheStatus::Expired,
+            response,
+            times,
+            compression,
+        ));
+    }
+    Ok(super::store::response(
+        cache,
+        parts,
+        primary,
+        None,
+        may_store,
+        CacheStatus::Expired,
+        response,
+        (request_time, response_time),
+        compression,
+    ))
+}
+
+/// Serve `entry` stale because the origin failed; if it vanished, pass the origin's answer on.
+async fn stale(
+    cache: &RouteCache,
+    parts: &Parts,
+    entry: &Arc<Entry>,
+    compression: Option<&RouteCompression>,
+    origin: Option<Response<Body>>,
+) -> Result<Outcome, Error> {
+    Stats::add(&cache.zone.stats().stale_on_error, 1);
+    match serve::entry(cache, parts, entry, CacheStatus::Stale, compression).await {
+        Some(outcome) => Ok(outcome),
+        None => match origin {
+            Some(response) => Ok(Outcome::new(response, Some(CacheStatus::Miss))),
+            None => Err(Error::new(
+                sluice_core::ErrorKind::BadGateway,
+                sluice_core::Side::Upstream,
+                "the origin failed and the stale response is gone",
+            )),
+        },
+    }
+}
+
+/// `stale-while-revalidate`: refresh `entry` in a task of its own; the client that started it
+/// is already being served. The entry's refresh flag is held until the task ends.
+pub(super) fn refresh_in_background(
+    cache: &RouteCache,
+    parts: &Parts,
+    entry: Arc<Entry>,
+    compressing: bool,
+    forward: Forward,
+) {
+    let zone = cache.zone.clone();
+    let meta = entry.meta();
+    let request = upstream_request(
+        parts,
+        compressing,
+        Some(policy::revalidation_headers(&meta)),
+    );
+    let request_headers = parts.headers.clone();
+    let policy = cache.policy.clone();
+    tokio::spawn(async move {
+        let request_time = SystemTime::now();
+        let sent = forward(request).await;
+        let response_time = SystemTime::now();
+        match sent {
+            Ok(response) if response.status() == StatusCode::NOT_MODIFIED => {
+                match policy::freshen(&meta, response.headers(), request_time, response_time) {
+                    Some(fresh) => zone.freshen(&entry, fresh).await,
+                    None => {
+                        zone.invalidate(&entry.primary).await;
+                    }
+                }
+            }
+            Ok(response) => {
+                store_refreshed(
+                    &zone,
+                    &policy,
+                    &entry,
+                    &request_headers,
+                    response,
+                    (request_time, response_time),
+                );
+            }
+            Err(err) => {
+                tracing::debug!(
+                    zone = zone.name(),
+                    "background refresh failed, the stale response stays: {err}"
+                );
+            }
+        }
+        entry.end_refresh();
+    });
+}
+
+/// A new response from a background refresh replaces the entry when storable, under the same
+/// keys; when not storable (say the origin now sends `no-store`), the entry is removed.
+fn store_refreshed(
+    zone: &Arc<Zone>,
+    settings: &policy::Settings,
+    entry: &Arc<Entry>,
+    request_headers: &HeaderMap,
+    response: Response<Body>,
+    (request_time, response_time): (SystemTime, SystemTime),
+) {
+    if response.status().is_server_error() {
+        return;
+    }
+    let storable = policy::storable(
+        &Method::GET,
+        request_headers,
+        response.status(),
+        response.headers(),
+        settings,
+    )
+    .is_ok()
+        && VaryRule::of(response.headers()) == VaryRule::of(&entry.meta().headers);
+    if !storable {
+        let zone = zone.clone();
+        let primary = entry.primary.clone();
+        tokio::spawn(async move {
+            zone.invalidate(&primary).await;
+        });
+        return;
+    }
+    let Join::Leader(leader) = zone.join(super::miss_key(&entry.primary)) else {
+        return;
+    };
+    let headers = policy::headers_to_store(response.headers());
+    let variant = serve::coding_of(&headers)
+        .map_or_else(|| "unknown".to_string(), |c| c.as_str().to_string());
+    let meta = Meta {
+        status: response.status(),
+        vary: VaryRule::of(&headers),
+        headers,
+        request_time,
+        response_time,
+        primary_key: entry.primary.clone(),
+        vary_key: entry.vary_key.clone(),
+        variant,
+        body_len: 0,
+    };
+    let publisher = leader.publish(Arc::new(meta.clone()));
+    zone.store_source(publisher, meta, response.into_body());
+}
