@@ -8,6 +8,7 @@
 )]
 
 mod bench;
+mod cache;
 mod cli;
 mod compress;
 mod decompress;
