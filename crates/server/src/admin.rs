@@ -1,4 +1,5 @@
-//! The admin listener: `GET /metrics` for Prometheus and a short index at `/`.
+//! The admin listener: `GET /metrics` for Prometheus, cache purge (`PURGE` or `DELETE
+//! /cache/ZONE?key=...`, see [`crate::cache::purge`]) and a short index at `/`.
 //!
 //! It is a separate, tiny HTTP/1.1 server and deliberately does not go through the request
 //! pipeline: scrapes must not show up in the route metrics or the access log, must keep working
@@ -18,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::cache::zones::Zones;
 use crate::metrics::Metrics;
 
 /// What Prometheus asks for (it lists this type in `Accept`), and what [`Metrics::render`] writes.
@@ -33,13 +35,15 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection may take to finish its response after shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-const INDEX: &str = "sluice admin\n\n/metrics  Prometheus metrics (OpenMetrics text)\n";
+const INDEX: &str = "sluice admin\n\n/metrics  Prometheus metrics (OpenMetrics text)\n\
+/cache/ZONE?key=KEY  PURGE or DELETE: remove a stored response (?prefix=P: every key starting with P)\n";
 
 /// Serve the admin endpoints on `listener` until `shutdown` becomes true (or its sender is
 /// dropped). Returns once it stops accepting; open connections finish their current response.
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
+    zones: Zones,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut http = http1::Builder::new();
@@ -59,6 +63,7 @@ pub async fn serve(
                     http.clone(),
                     stream,
                     metrics.clone(),
+                    zones.clone(),
                     shutdown.clone(),
                 ));
             }
@@ -80,10 +85,27 @@ async fn connection(
     http: http1::Builder,
     stream: TcpStream,
     metrics: Arc<Metrics>,
+    zones: Zones,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-        std::future::ready(Ok::<_, Infallible>(respond(&metrics, &req)))
+        let metrics = metrics.clone();
+        let zones = zones.clone();
+        async move {
+            if req.uri().path().starts_with("/cache/") {
+                let (status, text) = crate::cache::purge::purge(
+                    &zones,
+                    req.method(),
+                    req.uri().path(),
+                    req.uri().query(),
+                )
+                .await;
+                let mut response = Response::new(Full::new(Bytes::from(text)));
+                *response.status_mut() = status;
+                return Ok::<_, Infallible>(response);
+            }
+            Ok::<_, Infallible>(respond(&metrics, &req))
+        }
     });
     let conn = http.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -174,7 +196,7 @@ mod tests {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let metrics = Metrics::new();
         let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, metrics.clone(), rx));
+        let task = tokio::spawn(serve(listener, metrics.clone(), Zones::default(), rx));
         Admin {
             base,
             stop,

@@ -18,6 +18,7 @@
 //! variant made once per coding and stored beside it (compress once, serve many).
 
 mod conditions;
+pub mod purge;
 mod serve;
 mod store;
 mod variant;

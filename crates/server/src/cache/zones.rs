@@ -37,6 +37,10 @@ impl Zones {
         self.zones.get(name).cloned()
     }
 
+    pub fn zone(&self, name: &str) -> Option<&Arc<Zone>> {
+        self.zones.get(name).map(|(zone, _)| zone)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Zone>> {
         self.zones.values().map(|(zone, _)| zone)
     }
