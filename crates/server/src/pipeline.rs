@@ -6,7 +6,6 @@
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
@@ -15,6 +14,7 @@ use sluice_core::{Body, Error, Side};
 use crate::access_log::{AccessLogger, Entry};
 use crate::client::Client;
 use crate::compress::AcceptEncoding;
+use crate::context::RequestContext;
 use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
 use crate::responses;
@@ -32,33 +32,26 @@ pub struct Pipeline {
 impl Pipeline {
     /// Handle one request. Never fails: errors are responses.
     pub async fn handle(&self, client: Client, req: Request<Incoming>) -> Response<Body> {
-        let start = Instant::now();
-        let mut entry = self.access_log.as_ref().map(|_| {
+        let mut ctx = RequestContext::new(client, &req);
+        let entry = self.access_log.as_ref().map(|_| {
             Entry::new(
                 client.remote,
-                start,
+                ctx.start,
                 req.method(),
                 req.uri(),
                 req.version(),
                 req.headers(),
             )
         });
-        let mut bytes_in = None;
 
-        let (mut response, route_metrics) = match self.router.route(&req) {
-            None => (
-                responses::error_page(StatusCode::NOT_FOUND, None),
-                &self.unmatched,
-            ),
+        ctx.route = self.router.route(&req).map(Arc::as_ref);
+        let mut response = match ctx.route {
+            None => responses::error_page(StatusCode::NOT_FOUND, None),
             Some(route) => {
-                if let Some(entry) = entry.as_mut() {
-                    entry.route = Some(route.config.name.clone());
-                }
                 // Taken before the action, which may consume the request (a proxy does).
-                let compression = route.compression.as_ref().map(|compression| {
-                    let accept = AcceptEncoding::of(req.headers());
-                    (compression, req.method().clone(), accept)
-                });
+                if route.compression.is_some() {
+                    ctx.accept = AcceptEncoding::of(req.headers());
+                }
                 let mut response = match &route.handler {
                     Handler::Static(files) => {
                         match files.serve(req.method(), req.uri(), req.headers()).await {
@@ -73,22 +66,20 @@ impl Pipeline {
                     Handler::Proxy(proxy) => {
                         let (parts, body) = req.into_parts();
                         let (body, counter) = observe::counted_request_body(body);
-                        bytes_in = counter;
-                        let (method, uri) = (parts.method.clone(), parts.uri.clone());
-                        match proxy.handle(client, Request::from_parts(parts, body)).await {
+                        ctx.bytes_in = counter;
+                        let uri = parts.uri.clone();
+                        let req = Request::from_parts(parts, body);
+                        match proxy.handle(client, req, &mut ctx.upstream).await {
                             Ok(response) => response,
-                            Err(err) => error_response_for(&err, &method, &uri),
+                            Err(err) => error_response_for(&err, &ctx.method, &uri),
                         }
                     }
                 };
-                if let Some((compression, method, accept)) = compression {
-                    let outcome = compression.apply(&method, &accept, &mut response);
-                    if let Some(entry) = entry.as_mut() {
-                        entry.compress = Some(outcome.decision);
-                        entry.encoding = outcome.encoding;
-                    }
+                if let Some(compression) = &route.compression {
+                    let outcome = compression.apply(&ctx.method, &ctx.accept, &mut response);
+                    ctx.compression = Some(outcome);
                 }
-                (response, &route.metrics)
+                response
             }
         };
 
@@ -101,15 +92,21 @@ impl Pipeline {
         let log = match (entry, &self.access_log) {
             (Some(mut entry), Some(logger)) => {
                 entry.status = status;
+                entry.route = ctx.route.map(|route| route.config.name.clone());
+                if let Some(outcome) = ctx.compression {
+                    entry.compress = Some(outcome.decision);
+                    entry.encoding = outcome.encoding;
+                }
                 Some((entry, logger.clone()))
             }
             _ => None,
         };
+        let route_metrics = ctx.route.map_or(&self.unmatched, |route| &route.metrics);
         let observer = Observer {
             route: route_metrics.clone(),
-            start,
+            start: ctx.start,
             status,
-            bytes_in,
+            bytes_in: ctx.bytes_in,
             log,
         };
         observe::observe(response, observer)
