@@ -12,6 +12,7 @@ pub mod cli;
 pub mod client;
 pub mod compress;
 pub mod conn;
+pub mod context;
 pub mod metrics;
 pub mod observe;
 pub mod pipeline;

@@ -16,7 +16,7 @@ mod body;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::{HeaderValue, Request, Response, header};
 use http_body::Body as _;
@@ -36,6 +36,15 @@ use crate::metrics::{
     DecompressMetrics, DecompressOutcome, UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics,
 };
 use crate::upstreams::RunningUpstream;
+
+/// What the proxy measured of one request's trip upstream, kept in the request context.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamTiming {
+    /// From sending the request to the peer that answered (connecting included, earlier failed
+    /// attempts not) to that peer's response head: nginx's `$upstream_header_time`. `None`
+    /// when no upstream answered.
+    pub response_head: Option<Duration>,
+}
 
 /// A proxy route, ready to forward.
 pub struct ProxyHandler {
@@ -79,11 +88,13 @@ impl ProxyHandler {
         }
     }
 
-    /// Forward `req`; errors are for the pipeline to turn into 502/504.
+    /// Forward `req`, noting in `timing` how long the upstream took; errors are for the pipeline
+    /// to turn into 502/504.
     pub async fn handle(
         &self,
         client: Client,
         req: Request<Body>,
+        timing: &mut UpstreamTiming,
     ) -> Result<Response<Body>, Error> {
         let started = Instant::now();
         let (mut parts, mut body) = req.into_parts();
@@ -190,8 +201,10 @@ impl ProxyHandler {
             match self.await_response(sent, upload.as_deref()).await {
                 Ok(Ok(response)) => {
                     peer.report_success();
+                    let took = sent_at.elapsed();
+                    timing.response_head = Some(took);
                     if let Some(m) = server_metrics {
-                        m.response_time(sent_at.elapsed());
+                        m.response_time(took);
                         m.request(UpstreamOutcome::for_status(response.status()));
                     }
                     return Ok(self.response(response, guard));
