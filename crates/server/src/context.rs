@@ -38,8 +38,10 @@ pub struct RequestContext<'r> {
     pub accept: AcceptEncoding,
     /// What response compression decided and sent, on routes that compress.
     pub compression: Option<Outcome>,
-    /// What the response cache did with the request (coming: issue 10); nothing sets it yet.
+    /// What the response cache did with the request, on routes with a cache.
     pub cache: Option<CacheStatus>,
+    /// A cache miss or revalidation on its way upstream: what the response phase must store.
+    pub ticket: Option<crate::cache::Ticket>,
     /// What the proxy measured of the upstream, on proxy routes.
     pub upstream: UpstreamTiming,
     /// Request body bytes read so far, when the request's body was forwarded.
@@ -57,6 +59,7 @@ impl<'r> RequestContext<'r> {
             accept: AcceptEncoding::Absent,
             compression: None,
             cache: None,
+            ticket: None,
             upstream: UpstreamTiming::default(),
             bytes_in: None,
         }
@@ -68,40 +71,7 @@ impl<'r> RequestContext<'r> {
     }
 }
 
-/// What the response cache did with a request, as nginx's `$upstream_cache_status` says it.
-/// A placeholder until the cache lands (issue 10): the values are fixed, nothing sets them yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheStatus {
-    /// Not in the cache: fetched, and stored if cacheable.
-    Miss,
-    /// Answered from the cache.
-    Hit,
-    /// In the cache but stale: fetched again.
-    Expired,
-    /// In the cache but stale, and served so (the upstream failed, or `stale-if-error`).
-    Stale,
-    /// Stale and served so while another request updates it.
-    Updating,
-    /// Stale, and the upstream said it is still good (304): served from the cache.
-    Revalidated,
-    /// Not looked up: the request may not be answered from a cache.
-    Bypass,
-}
-
-impl CacheStatus {
-    /// The status as logs and headers spell it (`MISS`, `HIT`, ...).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CacheStatus::Miss => "MISS",
-            CacheStatus::Hit => "HIT",
-            CacheStatus::Expired => "EXPIRED",
-            CacheStatus::Stale => "STALE",
-            CacheStatus::Updating => "UPDATING",
-            CacheStatus::Revalidated => "REVALIDATED",
-            CacheStatus::Bypass => "BYPASS",
-        }
-    }
-}
+pub use sluice_cache::zone::CacheStatus;
 
 #[cfg(test)]
 mod tests {
@@ -109,20 +79,11 @@ mod tests {
 
     #[test]
     fn cache_statuses_are_spelled_as_nginx_does() {
-        let all = [
-            CacheStatus::Miss,
-            CacheStatus::Hit,
-            CacheStatus::Expired,
-            CacheStatus::Stale,
-            CacheStatus::Updating,
-            CacheStatus::Revalidated,
-            CacheStatus::Bypass,
-        ];
         assert_eq!(
-            all.map(CacheStatus::as_str),
+            CacheStatus::ALL.map(CacheStatus::as_str),
             [
-                "MISS",
                 "HIT",
+                "MISS",
                 "EXPIRED",
                 "STALE",
                 "UPDATING",

@@ -1,15 +1,17 @@
 //! The pipeline: the ONE place that orders the phases of a request.
 //!
 //! ```text
-//! request phase   route (later: limits; cache lookup, which may answer here)
+//! request phase   route -> cache lookup (cached proxy routes; may answer here)
 //! action          static files | fixed response | redirect | proxy
-//! response phase  (later: cache store) -> compression -> response headers (`Server`)
+//! response phase  cache store -> error page -> compression -> response headers (`Server`)
 //! observe         access log + metrics, when the body ends
 //! ```
 //!
 //! [`Pipeline::handle`] reads like that list; each phase is a method below, in that order, and
-//! they share one [`RequestContext`]. Every failure becomes a response in the action, through
-//! [`sluice_core::Error::status`]; nothing below this module writes an error page itself.
+//! they share one [`RequestContext`]. The action hands the response phase a `Result`: the cache
+//! store sees failures too (a stale response may answer for a failing origin), then every
+//! remaining failure becomes its error page there, through [`sluice_core::Error::status`];
+//! nothing below this module writes an error page itself.
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use hyper::body::Incoming;
 use sluice_core::{Body, Error, Side};
 
 use crate::access_log::{AccessLogger, Entry};
+use crate::cache::Lookup;
 use crate::client::Client;
 use crate::compress::AcceptEncoding;
 use crate::context::RequestContext;
@@ -40,31 +43,36 @@ pub struct Pipeline {
 enum Next<'r> {
     /// Go on to the route's action.
     Action(&'r CompiledRoute),
-    /// A response is already here (no route matched; later: a cache hit); the action is
+    /// A response is already here (no route matched, or a cache hit); the action is
     /// skipped, the response phase and observe still run.
     Answered(Response<Body>),
 }
+
+/// What the action made: a response, or a failure for the response phase to turn into one
+/// (after the cache had its say), with the URI for the log line.
+type Acted = Result<Response<Body>, (Error, http::Uri)>;
 
 impl Pipeline {
     /// Handle one request. Never fails: errors are responses.
     pub async fn handle(&self, client: Client, req: Request<Incoming>) -> Response<Body> {
         let mut ctx = RequestContext::new(client, &req);
         let entry = self.log_entry(&ctx, &req);
-        let response = match self.request_phase(&mut ctx, &req) {
+        let acted = match self.request_phase(&mut ctx, &req).await {
             Next::Action(route) => self.action(&mut ctx, route, req).await,
-            Next::Answered(response) => response,
+            Next::Answered(response) => Ok(response),
         };
-        let response = self.response_phase(&mut ctx, response);
+        let response = self.response_phase(&mut ctx, acted).await;
         self.observe(ctx, entry, response)
     }
 
-    /// Request phase: everything decided from the request alone, before the action runs. Today
-    /// that is routing (no route: 404). Takes from the request what later phases need once the
-    /// action has consumed it (`Accept-Encoding`, only on routes that compress).
+    /// Request phase: everything decided from the request alone, before the action runs:
+    /// routing (no route: 404), then, on a proxy route with a cache, the lookup, which may
+    /// answer (a hit: [`Next::Answered`]) or leave a ticket in `ctx` saying how to go upstream
+    /// and what to store. Takes from the request what later phases need once the action has
+    /// consumed it (`Accept-Encoding`, only on routes that compress).
     ///
-    /// Coming here, in this order: limits, then the cache lookup (issue 10), which sets
-    /// `ctx.cache` and, on a hit, returns [`Next::Answered`] with the stored response.
-    fn request_phase<'r>(
+    /// Coming here, before the lookup: limits (issue 11).
+    async fn request_phase<'r>(
         &'r self,
         ctx: &mut RequestContext<'r>,
         req: &Request<Incoming>,
@@ -76,56 +84,90 @@ impl Pipeline {
         if route.compression.is_some() {
             ctx.accept = AcceptEncoding::of(req.headers());
         }
-        // cache lookup (coming: issue 10): here, on routes with a cache.
+        if let (Some(cache), Handler::Proxy(proxy)) = (&route.cache, &route.handler) {
+            let forward = || crate::cache::forward_through(proxy.clone(), ctx.client);
+            match cache
+                .lookup(req, ctx.tls(), route.compression.as_ref(), forward)
+                .await
+            {
+                Lookup::Answered(outcome) => {
+                    ctx.cache = outcome.status;
+                    return Next::Answered(outcome.response);
+                }
+                Lookup::Upstream(ticket) => ctx.ticket = Some(ticket),
+            }
+        }
         Next::Action(route)
     }
 
-    /// Action: the route's handler makes the response. An `Err` becomes its error page here;
-    /// a proxy also notes the request body's byte counter and the upstream's timing in `ctx`.
+    /// Action: the route's handler makes the response; a proxy also notes the request body's
+    /// byte counter and the upstream's timing in `ctx`, and sends what the cache's ticket says
+    /// (its own GET for a miss or a revalidation) instead of the client's request.
     async fn action(
         &self,
         ctx: &mut RequestContext<'_>,
         route: &CompiledRoute,
         req: Request<Incoming>,
-    ) -> Response<Body> {
+    ) -> Acted {
         match &route.handler {
-            Handler::Static(files) => {
-                match files.serve(req.method(), req.uri(), req.headers()).await {
-                    Ok(response) => response,
-                    Err(err) => error_response(&err, &ctx.method, req.uri()),
-                }
-            }
-            Handler::Respond(fixed) => responses::fixed(fixed),
-            Handler::Redirect(redirect) => {
-                responses::redirect(redirect, req.uri(), request_host(&req).as_deref())
-            }
+            Handler::Static(files) => files
+                .serve(req.method(), req.uri(), req.headers())
+                .await
+                .map_err(|err| (err, req.uri().clone())),
+            Handler::Respond(fixed) => Ok(responses::fixed(fixed)),
+            Handler::Redirect(redirect) => Ok(responses::redirect(
+                redirect,
+                req.uri(),
+                request_host(&req).as_deref(),
+            )),
             Handler::Proxy(proxy) => {
                 let (parts, body) = req.into_parts();
                 let (body, counter) = observe::counted_request_body(body);
                 ctx.bytes_in = counter;
                 // Kept for the error's log line: the proxy consumes the request.
                 let uri = parts.uri.clone();
-                let req = Request::from_parts(parts, body);
-                match proxy.handle(ctx.client, req, &mut ctx.upstream).await {
-                    Ok(response) => response,
-                    Err(err) => error_response(&err, &ctx.method, &uri),
+                let mut req = Request::from_parts(parts, body);
+                if let (Some(ticket), Some(cache)) = (&ctx.ticket, &route.cache) {
+                    req = cache.upstream_request(ticket, req, route.compression.as_ref());
                 }
+                proxy
+                    .handle(ctx.client, req, &mut ctx.upstream)
+                    .await
+                    .map_err(|err| (err, uri))
             }
         }
     }
 
-    /// Response phase: what every response goes through, whoever made it (action, 404, later
-    /// the cache): compression on routes that compress, then the response headers (`Server`).
+    /// Response phase: what every response goes through, whoever made it (action, 404, the
+    /// cache): the cache store, error pages, compression on routes that compress, then the
+    /// response headers (`Server`).
     ///
-    /// The cache store (issue 10) goes first, before compression: the cache keeps the
-    /// response as the action made it, and a hit comes back through compression like any other
-    /// response, negotiated for the request that gets it.
-    fn response_phase(
-        &self,
-        ctx: &mut RequestContext<'_>,
-        mut response: Response<Body>,
-    ) -> Response<Body> {
-        // cache store (coming: issue 10): here, before compression.
+    /// The cache store goes first, before compression: the cache keeps the response as the
+    /// upstream sent it (or answers a failure with a stale response), and serves stored
+    /// responses already in the coding negotiated for the request, which compression then
+    /// leaves alone; a response streamed from a miss is compressed on the fly like any other.
+    async fn response_phase(&self, ctx: &mut RequestContext<'_>, acted: Acted) -> Response<Body> {
+        let acted = match (ctx.ticket.take(), ctx.route.and_then(|r| r.cache.as_ref())) {
+            (Some(ticket), Some(cache)) => {
+                let compression = ctx.route.and_then(|r| r.compression.as_ref());
+                let uri = ticket.uri().clone();
+                match cache
+                    .complete(ticket, acted.map_err(|(err, _)| err), compression)
+                    .await
+                {
+                    Ok(outcome) => {
+                        ctx.cache = outcome.status;
+                        Ok(outcome.response)
+                    }
+                    Err(err) => Err((err, uri)),
+                }
+            }
+            _ => acted,
+        };
+        let mut response = match acted {
+            Ok(response) => response,
+            Err((err, uri)) => error_response(&err, &ctx.method, &uri),
+        };
         if let Some(compression) = ctx.route.and_then(|route| route.compression.as_ref()) {
             ctx.compression = Some(compression.apply(&ctx.method, &ctx.accept, &mut response));
         }

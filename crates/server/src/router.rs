@@ -18,7 +18,7 @@ pub enum Handler {
     Respond(FixedResponse),
     Redirect(Redirect),
     // Boxed: the handler holds a group config and a client, far larger than the other variants.
-    Proxy(Box<crate::proxy::ProxyHandler>),
+    Proxy(Arc<crate::proxy::ProxyHandler>),
 }
 
 /// A route with its handler.
@@ -27,6 +27,8 @@ pub struct CompiledRoute {
     pub handler: Handler,
     /// Response compression, when the route has a `compress` option.
     pub compression: Option<RouteCompression>,
+    /// The response cache, when the (proxy) route has a `cache` option.
+    pub cache: Option<crate::cache::RouteCache>,
     /// Created at start-up so requests update them without a label lookup.
     pub metrics: crate::metrics::RouteMetrics,
 }
@@ -37,6 +39,7 @@ impl CompiledRoute {
     pub fn compile(
         route: &Route,
         upstreams: &crate::upstreams::Upstreams,
+        zones: &crate::cache::zones::Zones,
         metrics: &crate::metrics::Metrics,
     ) -> Result<Self, sluice_core::Error> {
         let handler = match &route.action {
@@ -58,7 +61,7 @@ impl CompiledRoute {
                 let decompress_metrics = proxy
                     .decompress_requests
                     .map(|_| metrics.decompress(&route.name));
-                Handler::Proxy(Box::new(crate::proxy::ProxyHandler::new(
+                Handler::Proxy(Arc::new(crate::proxy::ProxyHandler::new(
                     proxy.clone(),
                     upstream,
                     decompress_metrics,
@@ -69,10 +72,25 @@ impl CompiledRoute {
             .compress
             .as_ref()
             .map(|c| RouteCompression::new(c, metrics.compress(&route.name)));
+        let cache = match &route.cache {
+            None => None,
+            Some(config) => {
+                let (zone, policy, use_stale) = zones.get(&config.zone).ok_or_else(|| {
+                    sluice_core::Error::internal(
+                        sluice_core::ErrorKind::Unavailable,
+                        format!("cache zone `{}` is not defined", config.zone),
+                    )
+                })?;
+                Some(crate::cache::RouteCache::new(
+                    config, zone, policy, &use_stale,
+                ))
+            }
+        };
         Ok(Self {
             config: route.clone(),
             handler,
             compression,
+            cache,
             metrics: metrics.route(&route.name),
         })
     }

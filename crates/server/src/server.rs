@@ -65,11 +65,17 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
     };
     let admin_address = admin.as_ref().and_then(|l| l.local_addr().ok());
     let upstreams = upstreams::start(config, &metrics, &shutdown_rx);
+    let zones = crate::cache::zones::Zones::open(config)
+        .await
+        .map_err(StartError)?;
+    for zone in zones.iter() {
+        metrics.watch_cache_zone(zone.clone());
+    }
     let routes = config
         .routes
         .iter()
         .map(|route| {
-            CompiledRoute::compile(route, &upstreams, &metrics)
+            CompiledRoute::compile(route, &upstreams, &zones, &metrics)
                 .map(Arc::new)
                 .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))
         })
@@ -133,6 +139,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         tokio::spawn(crate::admin::serve(
             listener,
             metrics.clone(),
+            zones.clone(),
             shutdown_rx.clone(),
         ));
     }

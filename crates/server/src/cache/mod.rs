@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use futures_util::future::BoxFuture;
 use http::request::Parts;
 use http::{HeaderName, Request, Response, StatusCode};
-use sluice_cache::key::{KeyPart, primary_key};
+use sluice_cache::key::{KeyPart, primary_key, reference_key};
 use sluice_cache::lock::{Join, Waited};
 use sluice_cache::policy::{self, RequestDirectives, Reuse, Settings};
 use sluice_cache::storage::ObjectId;
@@ -62,6 +62,83 @@ pub struct RouteCache {
     status_header: Option<HeaderName>,
     /// Level per coding for stored variants, by [`ContentCoding::index`].
     levels: [Option<i32>; ContentCoding::ALL.len()],
+}
+
+/// What the request phase's lookup decided.
+pub enum Lookup {
+    /// Answered from the cache (HIT, STALE, UPDATING; 504 for `only-if-cached`): the action
+    /// is skipped.
+    Answered(Outcome),
+    /// Go upstream with [`RouteCache::upstream_request`], then hand the result to
+    /// [`RouteCache::complete`].
+    Upstream(Ticket),
+}
+
+/// A request on its way upstream, and what the cache must do with the answer.
+pub struct Ticket {
+    kind: Kind,
+    primary: String,
+    /// The client's request head (its body, if any, goes upstream).
+    parts: Parts,
+    /// RFC 9111 §4.2.3 `request_time`.
+    request_time: SystemTime,
+}
+
+enum Kind {
+    /// A method the cache does not serve.
+    Uncached { tls: bool },
+    /// Nothing usable stored (or bypassed): fetch; `leader` wakes the requests collapsed on it.
+    Fetch {
+        leader: Option<store::Leader>,
+        may_store: bool,
+        status: CacheStatus,
+    },
+    /// A stored response that must be revalidated before it is served.
+    Revalidate {
+        entry: Arc<Entry>,
+        if_error: bool,
+        may_store: bool,
+    },
+}
+
+impl Ticket {
+    /// The request's target, for log lines.
+    pub fn uri(&self) -> &http::Uri {
+        &self.parts.uri
+    }
+
+    fn uncached(parts: Parts, tls: bool) -> Self {
+        Self {
+            kind: Kind::Uncached { tls },
+            primary: String::new(),
+            parts,
+            request_time: SystemTime::now(),
+        }
+    }
+}
+
+/// A [`Forward`] through `proxy` for `client` (background refreshes).
+pub fn forward_through(
+    proxy: Arc<crate::proxy::ProxyHandler>,
+    client: crate::client::Client,
+) -> Forward {
+    Arc::new(move |request| {
+        let proxy = proxy.clone();
+        Box::pin(async move {
+            let mut timing = crate::proxy::UpstreamTiming::default();
+            proxy.handle(client, request, &mut timing).await
+        })
+    })
+}
+
+/// A copy of a request's head (the request itself goes on to the action).
+fn head_of<B>(req: &Request<B>) -> Parts {
+    let mut head = Request::new(());
+    *head.method_mut() = req.method().clone();
+    *head.uri_mut() = req.uri().clone();
+    *head.version_mut() = req.version();
+    *head.headers_mut() = req.headers().clone();
+    head.into_parts().0
 }
 
 /// What the cache did with a request: the response and the status for `X-Cache-Status` and
@@ -128,17 +205,19 @@ impl RouteCache {
         &self.zone
     }
 
-    /// Answer `req` from the cache or through `forward`, storing what may be stored.
-    pub async fn handle(
+    /// Request phase: answer `req` from the cache, or say how to go upstream. Waits here when
+    /// another request is already fetching the same key (collapsing). `forward` is asked for
+    /// only when a stale response is served and must be refreshed in the background.
+    pub async fn lookup<B>(
         &self,
-        req: Request<Body>,
+        req: &Request<B>,
         tls: bool,
         compression: Option<&RouteCompression>,
-        forward: Forward,
-    ) -> Result<Outcome, Error> {
-        let (parts, body) = req.into_parts();
+        forward: impl FnOnce() -> Forward,
+    ) -> Lookup {
+        let parts = head_of(req);
         if !self.methods.allows(&parts.method) {
-            return self.uncached_method(parts, body, tls, forward).await;
+            return Lookup::Upstream(Ticket::uncached(parts, tls));
         }
         let scheme = if tls { "https" } else { "http" };
         let host = crate::router::request_host_parts(&parts).unwrap_or_default();
@@ -147,65 +226,54 @@ impl RouteCache {
         let may_store = !directives.no_store
             && !self.no_store.iter().any(|c| c.matches(&parts.headers))
             && self.used_enough(&primary);
-
-        if self.bypass.iter().any(|c| c.matches(&parts.headers)) {
-            let outcome = self
-                .fetch(
-                    &parts,
-                    &primary,
-                    None,
+        let miss = |leader, may_store, status| {
+            Lookup::Upstream(Ticket {
+                kind: Kind::Fetch {
+                    leader,
                     may_store,
-                    CacheStatus::Bypass,
-                    compression,
-                    &forward,
-                )
-                .await?;
-            return Ok(self.finish(outcome));
+                    status,
+                },
+                primary: primary.clone(),
+                parts: parts.clone(),
+                request_time: SystemTime::now(),
+            })
+        };
+        if self.bypass.iter().any(|c| c.matches(&parts.headers)) {
+            return miss(None, may_store, CacheStatus::Bypass);
         }
+        let mut forward = Some(forward);
         for _ in 0..ROUNDS {
             let ae = serve::accept_encoding_key(&parts.headers, compression);
             if let Some(entry) = self.zone.find(&primary, &parts.headers, ae) {
-                if let Some(outcome) = self
+                match self
                     .stored(
                         &parts,
                         &primary,
-                        &entry,
-                        &directives,
+                        entry,
                         may_store,
                         compression,
-                        &forward,
+                        &mut forward,
                     )
-                    .await?
+                    .await
                 {
-                    return Ok(self.finish(outcome));
+                    Some(lookup) => return lookup,
+                    // Gone from storage meanwhile: look again.
+                    None => continue,
                 }
-                continue;
             }
             if directives.only_if_cached {
                 // RFC 9111 §5.2.1.7: nothing usable stored → 504.
-                return Ok(self.finish(Outcome::new(
+                return Lookup::Answered(self.finish(Outcome::new(
                     crate::responses::error_page(StatusCode::GATEWAY_TIMEOUT, Some("not cached")),
                     Some(CacheStatus::Miss),
                 )));
             }
             let Some(lock_timeout) = self.lock_timeout else {
-                break;
+                // Collapsing off: every miss goes upstream, and each may store.
+                return miss(None, may_store, CacheStatus::Miss);
             };
             match self.zone.join(miss_key(&primary)) {
-                Join::Leader(leader) => {
-                    let outcome = self
-                        .fetch(
-                            &parts,
-                            &primary,
-                            Some(leader),
-                            may_store,
-                            CacheStatus::Miss,
-                            compression,
-                            &forward,
-                        )
-                        .await?;
-                    return Ok(self.finish(outcome));
-                }
+                Join::Leader(leader) => return miss(Some(leader), may_store, CacheStatus::Miss),
                 Join::Follower(follower) => {
                     Stats::add(&self.zone.stats().collapsed, 1);
                     match follower.wait(lock_timeout).await {
@@ -213,7 +281,7 @@ impl RouteCache {
                             if let Some(outcome) =
                                 serve::from_flight(self, &parts, &shared, compression)
                             {
-                                return Ok(self.finish(outcome));
+                                return Lookup::Answered(self.finish(outcome));
                             }
                             // Another variant of the resource (Vary), or the body is no longer
                             // readable from its start: go upstream alone.
@@ -228,148 +296,180 @@ impl RouteCache {
                 }
             }
         }
-        // Collapsing off, or this request could not use another's response: upstream on its
-        // own, stored only when collapsing is off (otherwise the other request stores it).
-        let store = may_store && self.lock_timeout.is_none();
-        let outcome = self
-            .fetch(
-                &parts,
-                &primary,
-                None,
-                store,
-                CacheStatus::Miss,
-                compression,
-                &forward,
-            )
-            .await?;
-        Ok(self.finish(outcome))
+        // This request could not use another's response: upstream on its own, not stored
+        // (the request that leads this key stores it).
+        miss(None, false, CacheStatus::Miss)
     }
 
-    /// A stored response matched: serve it, or revalidate it. `None`: it vanished from storage
-    /// meanwhile; look again.
-    #[allow(clippy::too_many_arguments)]
+    /// A stored response matched: serve it, or say how to revalidate it. `None`: it vanished
+    /// from storage meanwhile.
     async fn stored(
         &self,
         parts: &Parts,
         primary: &str,
-        entry: &Arc<Entry>,
-        directives: &RequestDirectives,
+        entry: Arc<Entry>,
         may_store: bool,
         compression: Option<&RouteCompression>,
-        forward: &Forward,
-    ) -> Result<Option<Outcome>, Error> {
+        forward: &mut Option<impl FnOnce() -> Forward>,
+    ) -> Option<Lookup> {
         let now = SystemTime::now();
         let meta = entry.meta();
-        let _ = directives;
-        match policy::evaluate(&meta, &parts.headers, &self.policy, now).reuse {
-            Reuse::Fresh => {
-                Ok(serve::entry(self, parts, entry, CacheStatus::Hit, compression).await)
-            }
-            Reuse::StaleAllowed => {
-                Ok(serve::entry(self, parts, entry, CacheStatus::Stale, compression).await)
-            }
-            Reuse::OnlyIfCached => Ok(Some(Outcome::new(
+        let served = |status| serve::entry(self, parts, &entry, status, compression);
+        let outcome = match policy::evaluate(&meta, &parts.headers, &self.policy, now).reuse {
+            Reuse::Fresh => served(CacheStatus::Hit).await?,
+            Reuse::StaleAllowed => served(CacheStatus::Stale).await?,
+            Reuse::OnlyIfCached => Outcome::new(
                 crate::responses::error_page(StatusCode::GATEWAY_TIMEOUT, Some("not cached")),
                 Some(CacheStatus::Miss),
-            ))),
+            ),
             Reuse::Revalidate {
                 while_revalidate: Some(_),
                 ..
             } => {
-                let status = if entry.start_refresh() {
-                    Stats::add(&self.zone.stats().refreshes, 1);
-                    store::refresh_in_background(
-                        self,
-                        parts,
-                        entry.clone(),
-                        compression.is_some(),
-                        forward.clone(),
-                    );
-                    CacheStatus::Stale
-                } else {
-                    CacheStatus::Updating
+                let status = match forward.take() {
+                    Some(forward) if entry.start_refresh() => {
+                        Stats::add(&self.zone.stats().refreshes, 1);
+                        store::refresh_in_background(
+                            self,
+                            parts,
+                            entry.clone(),
+                            compression.is_some(),
+                            forward(),
+                        );
+                        CacheStatus::Stale
+                    }
+                    _ => CacheStatus::Updating,
                 };
-                Ok(serve::entry(self, parts, entry, status, compression).await)
+                served(status).await?
             }
             Reuse::Revalidate {
                 while_revalidate: None,
                 if_error,
-            } => store::revalidate(
-                self,
-                parts,
-                primary,
+            } => {
+                return Some(Lookup::Upstream(Ticket {
+                    kind: Kind::Revalidate {
+                        entry,
+                        if_error,
+                        may_store,
+                    },
+                    primary: primary.to_string(),
+                    parts: parts.clone(),
+                    request_time: now,
+                }));
+            }
+        };
+        Some(Lookup::Answered(self.finish(outcome)))
+    }
+
+    /// Response phase: what the cache makes of the upstream's answer to a [`Ticket`]'s request:
+    /// stored and served from its flight, a 304 turned into the refreshed stored response, a
+    /// failure answered with a stale response where allowed, an unsafe method's success
+    /// invalidating what it changed.
+    pub async fn complete(
+        &self,
+        ticket: Ticket,
+        result: Result<Response<Body>, Error>,
+        compression: Option<&RouteCompression>,
+    ) -> Result<Outcome, Error> {
+        let response_time = SystemTime::now();
+        let times = (ticket.request_time, response_time);
+        let Ticket {
+            kind,
+            primary,
+            parts,
+            ..
+        } = ticket;
+        let outcome = match kind {
+            Kind::Uncached { tls } => {
+                let response = result?;
+                let targets = policy::invalidation(
+                    &parts.method,
+                    response.status(),
+                    &parts.uri,
+                    response.headers(),
+                );
+                self.invalidate(&parts, tls, targets).await;
+                return Ok(Outcome::new(response, None));
+            }
+            Kind::Fetch {
+                leader,
+                may_store,
+                status,
+            } => {
+                let response = match result {
+                    Ok(response) => response,
+                    Err(err) => {
+                        drop(leader);
+                        return Err(err);
+                    }
+                };
+                store::response(
+                    self,
+                    &parts,
+                    &primary,
+                    leader,
+                    may_store,
+                    status,
+                    response,
+                    times,
+                    compression,
+                )
+            }
+            Kind::Revalidate {
                 entry,
                 if_error,
                 may_store,
-                compression,
-                forward,
-            )
-            .await
-            .map(Some),
-        }
-    }
-
-    /// Upstream, storing the response when it may be stored (`leader` wakes the requests
-    /// collapsed on this miss).
-    #[allow(clippy::too_many_arguments)]
-    async fn fetch(
-        &self,
-        parts: &Parts,
-        primary: &str,
-        leader: Option<store::Leader>,
-        may_store: bool,
-        status: CacheStatus,
-        compression: Option<&RouteCompression>,
-        forward: &Forward,
-    ) -> Result<Outcome, Error> {
-        let request_time = SystemTime::now();
-        let upstream = forward(store::upstream_request(parts, compression.is_some(), None)).await;
-        let response = match upstream {
-            Ok(response) => response,
-            Err(err) => {
-                drop(leader);
-                return Err(err);
+            } => {
+                store::revalidated(
+                    self,
+                    &parts,
+                    &primary,
+                    &entry,
+                    if_error,
+                    may_store,
+                    result,
+                    times,
+                    compression,
+                )
+                .await?
             }
         };
-        let response_time = SystemTime::now();
-        Ok(store::response(
-            self,
-            parts,
-            primary,
-            leader,
-            may_store,
-            status,
-            response,
-            (request_time, response_time),
-            compression,
-        ))
+        Ok(self.finish(outcome))
     }
 
-    /// POST, PUT, DELETE...: forwarded as they are; a success invalidates what is stored for
-    /// the target URI and for its `Location` / `Content-Location` (RFC 9111 §4.4).
-    async fn uncached_method(
+    /// The request to send upstream for `ticket`: the client's own for methods the cache does
+    /// not serve; otherwise the cache's GET (see [`store::upstream_request`]).
+    pub fn upstream_request(
         &self,
-        parts: Parts,
-        body: Body,
-        tls: bool,
-        forward: Forward,
-    ) -> Result<Outcome, Error> {
+        ticket: &Ticket,
+        client_request: Request<Body>,
+        compression: Option<&RouteCompression>,
+    ) -> Request<Body> {
+        match &ticket.kind {
+            Kind::Uncached { .. } => client_request,
+            Kind::Fetch { .. } => {
+                store::upstream_request(&ticket.parts, compression.is_some(), None)
+            }
+            Kind::Revalidate { entry, .. } => store::upstream_request(
+                &ticket.parts,
+                compression.is_some(),
+                Some(policy::revalidation_headers(&entry.meta())),
+            ),
+        }
+    }
+
+    /// RFC 9111 §4.4: an unsafe method's non-error response invalidates the stored responses
+    /// of its target URI and of a same-origin `Location` / `Content-Location`.
+    async fn invalidate(&self, parts: &Parts, tls: bool, targets: Vec<http::Uri>) {
         let scheme = if tls { "https" } else { "http" };
-        let host = crate::router::request_host_parts(&parts)
+        let host = crate::router::request_host_parts(parts)
             .unwrap_or_default()
             .into_owned();
-        let (method, uri, headers) = (
-            parts.method.clone(),
-            parts.uri.clone(),
-            parts.headers.clone(),
-        );
-        let response = forward(Request::from_parts(parts, body)).await?;
-        let targets = policy::invalidation(&method, response.status(), &uri, response.headers());
         for target in targets {
-            let key = primary_key(&self.key, scheme, &host, &target, &headers);
-            self.zone.invalidate(&key).await;
+            if let Some(key) = reference_key(&self.key, scheme, &host, &target, &parts.headers) {
+                self.zone.invalidate(&key).await;
+            }
         }
-        Ok(Outcome::new(response, None))
     }
 
     /// `min_uses`: store a key only once it has been asked for this many times.

@@ -15,15 +15,26 @@ enum Target {
 }
 
 /// Answer one purge request: status and a line of text.
-pub async fn purge(zones: &Zones, method: &Method, path: &str, query: Option<&str>) -> (StatusCode, String) {
+pub async fn purge(
+    zones: &Zones,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> (StatusCode, String) {
     if method != Method::DELETE && method.as_str() != "PURGE" {
         return (
             StatusCode::METHOD_NOT_ALLOWED,
             "use PURGE or DELETE /cache/ZONE?key=KEY (or ?prefix=PREFIX)\n".into(),
         );
     }
-    let Some(name) = path.strip_prefix("/cache/").filter(|n| !n.is_empty() && !n.contains('/')) else {
-        return (StatusCode::NOT_FOUND, "purge is /cache/ZONE?key=KEY\n".into());
+    let Some(name) = path
+        .strip_prefix("/cache/")
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+    else {
+        return (
+            StatusCode::NOT_FOUND,
+            "purge is /cache/ZONE?key=KEY\n".into(),
+        );
     };
     let Some(zone) = zones.zone(name) else {
         let known: Vec<&str> = zones.iter().map(|z| z.name()).collect();

@@ -160,30 +160,22 @@ fn storable_meta(
     })
 }
 
-/// A stale entry that may not be served without the origin: ask it (conditionally).
+/// The origin's answer to a conditional request for a stale `entry` (RFC 9111 §4.3.3).
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn revalidate(
+pub(super) async fn revalidated(
     cache: &RouteCache,
     parts: &Parts,
     primary: &str,
     entry: &Arc<Entry>,
     stale_if_error: bool,
     may_store: bool,
+    result: Result<Response<Body>, Error>,
+    (request_time, response_time): (SystemTime, SystemTime),
     compression: Option<&RouteCompression>,
-    forward: &Forward,
 ) -> Result<Outcome, Error> {
     let meta = entry.meta();
-    let request_time = SystemTime::now();
-    let validators = policy::revalidation_headers(&meta);
-    let sent = forward(upstream_request(
-        parts,
-        compression.is_some(),
-        Some(validators),
-    ))
-    .await;
-    let response_time = SystemTime::now();
     let allowed = |failure| stale_if_error && super::stale_on_failure(cache, &meta, failure);
-    let response = match sent {
+    let response = match result {
         Ok(response)
             if response.status().is_server_error()
                 && allowed(Failure::Status(response.status())) =>
@@ -200,48 +192,59 @@ pub(super) async fn revalidate(
         Err(err) => return Err(err),
         Ok(response) => response,
     };
-    if response.status() == StatusCode::NOT_MODIFIED {
-        // §4.3.4: a 304 that does not match the stored response (or makes it unstorable) says
-        // nothing usable: fetch the whole response.
-        let fresh = policy::freshen(&meta, response.headers(), request_time, response_time).filter(
-            |fresh| {
-                policy::storable(
-                    &Method::GET,
-                    &parts.headers,
-                    fresh.status,
-                    &fresh.headers,
-                    &cache.policy,
-                )
-                .is_ok()
-            },
-        );
-        if let Some(fresh) = fresh {
-            cache.zone.freshen(entry, fresh).await;
-        } else {
-            cache.zone.invalidate(&entry.primary).await;
-        }
-        if let Some(outcome) =
-            serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await
-        {
-            return Ok(outcome);
-        }
-        // Gone from storage meanwhile: fetch it whole.
-        let request_time = SystemTime::now();
-        let response = forward(upstream_request(parts, compression.is_some(), None)).await?;
-        let times = (request_time, SystemTime::now());
-        return Ok(super::store::response(
+    if response.status() != StatusCode::NOT_MODIFIED {
+        return Ok(response_outcome(
             cache,
             parts,
             primary,
-            None,
             may_store,
-            CacheStatus::Expired,
             response,
-            times,
+            (request_time, response_time),
             compression,
         ));
     }
-    Ok(super::store::response(
+    // §4.3.4: a 304 that does not match the stored response (or makes it unstorable) leaves
+    // nothing usable stored.
+    let fresh =
+        policy::freshen(&meta, response.headers(), request_time, response_time).filter(|fresh| {
+            policy::storable(
+                &Method::GET,
+                &parts.headers,
+                fresh.status,
+                &fresh.headers,
+                &cache.policy,
+            )
+            .is_ok()
+        });
+    let Some(fresh) = fresh else {
+        cache.zone.invalidate(&entry.primary).await;
+        return Ok(Outcome::new(
+            serve::passed(parts, response),
+            Some(CacheStatus::Expired),
+        ));
+    };
+    cache.zone.freshen(entry, fresh).await;
+    match serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await {
+        Some(outcome) => Ok(outcome),
+        None => Err(Error::new(
+            sluice_core::ErrorKind::BadGateway,
+            sluice_core::Side::Internal,
+            "the revalidated response vanished from the cache; try again",
+        )),
+    }
+}
+
+/// A new response in place of a stale one (EXPIRED): stored like a miss's.
+fn response_outcome(
+    cache: &RouteCache,
+    parts: &Parts,
+    primary: &str,
+    may_store: bool,
+    response: Response<Body>,
+    times: (SystemTime, SystemTime),
+    compression: Option<&RouteCompression>,
+) -> Outcome {
+    self::response(
         cache,
         parts,
         primary,
@@ -249,9 +252,9 @@ pub(super) async fn revalidate(
         may_store,
         CacheStatus::Expired,
         response,
-        (request_time, response_time),
+        times,
         compression,
-    ))
+    )
 }
 
 /// Serve `entry` stale because the origin failed; if it vanished, pass the origin's answer on.

@@ -11,13 +11,13 @@ use sluice_cache::storage::disk::{DiskSettings, DiskStorage};
 use sluice_cache::storage::memory::{MemorySettings, MemoryStorage};
 use sluice_cache::storage::tiered::TieredStorage;
 use sluice_cache::zone::{Zone, ZoneSettings};
-use sluice_config::{CacheZone, Config};
+use sluice_config::{CacheZone, Config, UseStale};
 
 /// The open zones, by name, with the policy settings that are the zone's (the route adds its
 /// own).
 #[derive(Default, Clone)]
 pub struct Zones {
-    zones: HashMap<String, (Arc<Zone>, Settings)>,
+    zones: HashMap<String, (Arc<Zone>, Settings, Vec<UseStale>)>,
 }
 
 impl Zones {
@@ -28,21 +28,25 @@ impl Zones {
             let opened = open(zone)
                 .await
                 .map_err(|e| format!("cache zone `{}`: {e}", zone.name))?;
-            zones.insert(zone.name.clone(), (opened, policy_settings(zone)));
+            zones.insert(
+                zone.name.clone(),
+                (opened, policy_settings(zone), zone.use_stale.clone()),
+            );
         }
         Ok(Self { zones })
     }
 
-    pub fn get(&self, name: &str) -> Option<(Arc<Zone>, Settings)> {
+    /// The zone, its policy settings and its `use_stale` list.
+    pub fn get(&self, name: &str) -> Option<(Arc<Zone>, Settings, Vec<UseStale>)> {
         self.zones.get(name).cloned()
     }
 
     pub fn zone(&self, name: &str) -> Option<&Arc<Zone>> {
-        self.zones.get(name).map(|(zone, _)| zone)
+        self.zones.get(name).map(|(zone, _, _)| zone)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Zone>> {
-        self.zones.values().map(|(zone, _)| zone)
+        self.zones.values().map(|(zone, _, _)| zone)
     }
 }
 
@@ -75,9 +79,17 @@ async fn open(config: &CacheZone) -> std::io::Result<Arc<Zone>> {
 }
 
 fn policy_settings(zone: &CacheZone) -> Settings {
+    let failures = zone.use_stale.iter().any(|u| *u != UseStale::Updating);
     Settings {
         store_set_cookie: zone.store_set_cookie,
         heuristic: zone.heuristic.map(|max| Heuristic { fraction: 0.1, max }),
+        use_stale: sluice_cache::policy::UseStale {
+            updating: zone
+                .use_stale
+                .contains(&UseStale::Updating)
+                .then_some(std::time::Duration::MAX),
+            error: failures.then_some(std::time::Duration::MAX),
+        },
         ..Settings::default()
     }
 }

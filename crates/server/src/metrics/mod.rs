@@ -130,6 +130,8 @@ pub struct Metrics {
     decompress_bytes_out: Family<RouteLabels, Counter>,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
+    /// Cache zones read at scrape time (see [`cache`]).
+    caches: Arc<cache::CacheCollector>,
     /// Length of the last rendering, so the next one allocates its buffer once.
     last_render_len: AtomicUsize,
 }
@@ -237,6 +239,8 @@ impl Metrics {
                 version: env!("CARGO_PKG_VERSION"),
             })
             .set(1);
+        let caches = Arc::new(cache::CacheCollector::default());
+        registry.register_collector(Box::new(caches.clone()));
         Arc::new(Metrics {
             registry,
             requests,
@@ -261,6 +265,7 @@ impl Metrics {
             decompress_bytes_in,
             decompress_bytes_out,
             watches: Watches::default(),
+            caches,
             last_render_len: AtomicUsize::new(4096),
         })
     }
@@ -360,6 +365,12 @@ impl Metrics {
             healthy,
             in_flight: self.upstream_in_flight.get_or_create_owned(&labels),
         }
+    }
+
+    /// Report a cache zone's counters and storage use at every scrape (a zone opened again
+    /// under the same name, on reload, replaces the old one).
+    pub fn watch_cache_zone(&self, zone: Arc<sluice_cache::zone::Zone>) {
+        self.caches.watch(zone);
     }
 
     /// Read `sluice_upstream_server_healthy`, `sluice_upstream_in_flight` and
