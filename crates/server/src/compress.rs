@@ -1,11 +1,12 @@
-//! Response compression as a pipeline phase: a route's `compress` option, compiled once at
-//! start-up into a [`RouteCompression`], applied to whatever response the route's action
-//! produced (static file, fixed response, proxied response).
+//! Response compression, a step of the pipeline's response phase: a route's `compress` option,
+//! compiled once at start-up into a [`RouteCompression`], applied to whatever response reached
+//! that phase (static file, fixed response, proxied response).
 //!
 //! The decision and the header edits are `sluice_http::compress_policy`'s, the streaming encoder
-//! is `sluice_http::compress`'s; this module joins them to the server: it keeps the request's
-//! `Accept-Encoding` past the action (a proxy consumes the request), wraps the body, counts
-//! decisions and bytes, and says what to log. `docs/compression.md` describes the behaviour.
+//! is `sluice_http::compress`'s; this module joins them to the server: [`AcceptEncoding`] is how
+//! the request context keeps the request's `Accept-Encoding` past the action (a proxy consumes
+//! the request); [`RouteCompression::apply`] wraps the body, counts decisions and bytes, and
+//! returns what the context keeps for the log. `docs/compression.md` describes the behaviour.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -241,8 +242,8 @@ impl RouteCompression {
     }
 }
 
-/// The request's `Accept-Encoding` lines, kept for the response phase. Cloning a `HeaderValue`
-/// shares its bytes, so the usual single line costs no allocation.
+/// The request's `Accept-Encoding` lines, kept in the request context for the response phase.
+/// Cloning a `HeaderValue` shares its bytes, so the usual single line costs no allocation.
 #[derive(Debug, Default)]
 pub enum AcceptEncoding {
     #[default]

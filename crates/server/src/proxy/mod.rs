@@ -13,6 +13,8 @@
 //! bounds every pause: the client's (408) and the upstream's, when it stops reading (504).
 
 mod body;
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,69 @@
+//! Unit tests of the proxy handler alone, against a demo origin on port 0: what it notes for
+//! the request context. Forwarding itself is tested end to end in `tests/it/proxy.rs`.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::Path;
+
+use http::Request;
+use sluice_core::Body;
+use tokio::sync::watch;
+
+use super::{ProxyHandler, UpstreamTiming};
+use crate::client::Client;
+use crate::metrics::Metrics;
+use crate::upstreams;
+
+fn get(path: &str) -> Request<Body> {
+    Request::get(path)
+        .header("host", "a.test")
+        .body(Body::Empty)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_time_to_the_response_head_is_noted_when_an_upstream_answers() {
+    let origin = sluice_testkit::start_origin(None).await;
+    let toml = format!(
+        r#"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        proxy = {{ upstream = "backend" }}
+        [upstreams.backend]
+        servers = ["{}"]
+        retry = {{ tries = 1 }}
+        "#,
+        origin.addr
+    );
+    let config = sluice_config::parse_str(&toml, Path::new("sluice.toml")).unwrap();
+    let (_shutdown, shutdown_rx) = watch::channel(false);
+    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx);
+    let sluice_config::Action::Proxy(route) = &config.routes[0].action else {
+        panic!("a proxy route")
+    };
+    let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
+    let client = Client {
+        remote: "127.0.0.1:5000".parse().unwrap(),
+        tls: false,
+    };
+
+    let mut timing = UpstreamTiming::default();
+    let response = proxy
+        .handle(client, get("/hello"), &mut timing)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(timing.response_head.is_some());
+
+    // Nobody answers: nothing is noted.
+    origin.stop().await;
+    let mut timing = UpstreamTiming::default();
+    assert!(
+        proxy
+            .handle(client, get("/hello"), &mut timing)
+            .await
+            .is_err()
+    );
+    assert_eq!(timing.response_head, None);
+}
