@@ -484,6 +484,12 @@ impl RouteCache {
 
     /// Count the outcome and say it in the status header.
     fn finish(&self, mut outcome: Outcome) -> Outcome {
+        // RFC 9213 §2.2: the field targeted at this cache is consumed here, whether the
+        // response was stored or not.
+        outcome
+            .response
+            .headers_mut()
+            .remove(&policy::SLUICE_CACHE_CONTROL);
         if let Some(status) = outcome.status {
             self.zone.stats().count(status);
             if let Some(name) = &self.status_header {
