@@ -84,6 +84,11 @@ pub struct Entry {
     /// The compression decision (`compressed`, `too_small`, ...); `None` when the route does
     /// not compress.
     pub compress: Option<&'static str>,
+    /// What the cache did (`HIT`, `MISS`, ...); `None` off cached routes.
+    pub cache: Option<&'static str>,
+    /// Time from sending the request upstream to the response head (nginx's
+    /// `$upstream_header_time`); `None` when no upstream answered (a cache hit, a static file).
+    pub upstream_ms: Option<f64>,
 }
 
 impl Entry {
@@ -114,6 +119,8 @@ impl Entry {
             route: None,
             encoding: None,
             compress: None,
+            cache: None,
+            upstream_ms: None,
         }
     }
 
@@ -148,6 +155,8 @@ impl Entry {
             "route": self.route,
             "encoding": self.encoding,
             "compress": self.compress,
+            "cache": self.cache,
+            "upstream_ms": self.upstream_ms,
             "referer": self.referer,
             "user_agent": self.user_agent,
         });
@@ -230,5 +239,7 @@ mod tests {
         assert_eq!(v["user_agent"], "curl/8 \"evil\"");
         assert_eq!(v["encoding"], serde_json::Value::Null);
         assert_eq!(v["compress"], serde_json::Value::Null);
+        assert_eq!(v["cache"], serde_json::Value::Null);
+        assert_eq!(v["upstream_ms"], serde_json::Value::Null);
     }
 }

@@ -143,6 +143,11 @@ struct ReverseProxyArgs {
     /// Decode gzip/deflate/br/zstd request bodies before forwarding them (10 MiB, ratio 100).
     #[arg(long)]
     decompress_requests: bool,
+    /// Cache GET/HEAD responses in memory by RFC 9111 (what the origin's Cache-Control allows),
+    /// with a budget of SIZE (default 64MiB). With --compress, each cached response is
+    /// compressed once per coding and served from memory on later hits.
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "64MiB")]
+    cache: Option<String>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -395,8 +400,27 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
         compress: args.compress.then(Compress::default),
         cache: None,
     };
+    let mut route = route;
+    let mut caches = Vec::new();
+    if let Some(size) = &args.cache {
+        let bytes = sluice_config::parse_size(size)
+            .map_err(|e| format!("--cache {size}: {e} (e.g. --cache 256MiB)"))?;
+        if bytes == 0 {
+            return Err(format!(
+                "--cache {size}: the cache needs some memory, e.g. --cache 64MiB"
+            ));
+        }
+        caches.push(sluice_config::CacheZone::memory_only("proxy", bytes));
+        let mut cache = sluice_config::RouteCache::new("proxy");
+        if !args.compress {
+            // `levels` are for the variants of a compressing route only.
+            cache.levels = sluice_config::CompressLevels::default();
+        }
+        route.cache = Some(cache);
+    }
     let mut config = quick_config(listener, vec![route], &args.common, args.access_log);
     config.upstreams.push(upstream);
+    config.caches = caches;
     Ok(config)
 }
 
@@ -636,12 +660,21 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             compress: Some(Compress::default()),
             cache: None,
         };
+        // The date API is cached (the origin says `max-age=5`): curl it twice to see MISS,
+        // then HIT, and once more after 5 s for a new MISS.
+        let cached = Route {
+            name: "demo-cached".into(),
+            path: PathMatch::Exact("/what-date-is-it".into()),
+            cache: Some(sluice_config::RouteCache::new("demo")),
+            ..route.clone()
+        };
         let mut config = quick_config(
             Listener::plain(args.listen),
-            vec![route],
+            vec![cached, route],
             &args.common,
             true,
         );
+        config.caches = vec![sluice_config::CacheZone::new("demo")];
         config.upstreams.push(Upstream::new("origins", servers));
         config.admin = Some(sluice_config::Admin {
             address: args.admin,
@@ -658,6 +691,9 @@ fn run_demo(args: DemoArgs) -> ExitCode {
         println!("sluice demo: a proxy on http://{proxy} balancing two demo origins (round robin)");
         println!("try:");
         println!("  curl -s http://{proxy}/what-date-is-it | head -c 200; echo");
+        println!(
+            "  curl -si http://{proxy}/what-date-is-it | grep -i x-cache  # MISS, then HIT for 5 s"
+        );
         println!(
             "  curl -si http://{proxy}/hello | grep -i x-origin     # run twice: origin-a, origin-b"
         );

@@ -211,6 +211,8 @@ impl Pipeline {
                     entry.compress = Some(outcome.decision);
                     entry.encoding = outcome.encoding;
                 }
+                entry.cache = ctx.cache.map(|status| status.as_str());
+                entry.upstream_ms = ctx.upstream.response_head.map(|d| d.as_secs_f64() * 1000.0);
                 Some((entry, logger.clone()))
             }
             _ => None,

@@ -131,6 +131,27 @@ pub(crate) fn if_range_allows(headers: &HeaderMap, v: &Validators) -> bool {
     date.is_some() && date == v.last_modified
 }
 
+/// [`if_range_allows`] for a representation that is not a file (a stored response of the
+/// cache): its `ETag` (quotes included) and `Last-Modified`, when it has them.
+pub fn if_range_allows_with(
+    headers: &HeaderMap,
+    etag: Option<&str>,
+    last_modified: Option<HttpDate>,
+) -> bool {
+    let validators = Validators {
+        // No entity tag matches the empty string: an If-Range with a tag is refused.
+        etag: etag.unwrap_or_default().to_string(),
+        last_modified,
+    };
+    if etag.is_none() && headers.contains_key(header::IF_RANGE) {
+        let value = headers.get(header::IF_RANGE).map(|v| v.as_bytes());
+        if value.is_some_and(|v| v.starts_with(b"\"") || v.starts_with(b"W/")) {
+            return false;
+        }
+    }
+    if_range_allows(headers, &validators)
+}
+
 /// Whether any member of the list header `name` (all its lines) matches `etag`: `*` matches
 /// any current representation; malformed members match nothing.
 fn list_matches(headers: &HeaderMap, name: HeaderName, etag: &str, weak: bool) -> bool {

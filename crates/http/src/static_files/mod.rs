@@ -52,7 +52,7 @@ mod conditional;
 mod etag;
 mod path;
 mod precompressed;
-mod range;
+pub mod range;
 mod resolve;
 mod response;
 
@@ -71,6 +71,7 @@ use resolve::{OpenFile, Resolver, Target};
 
 use crate::compress_policy::{NotModifiedOf, Precompressed, add_vary};
 
+pub use conditional::if_range_allows_with;
 pub use response::content_type;
 
 /// A static-files route, ready to serve. Cheap to clone.

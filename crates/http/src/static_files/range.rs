@@ -23,7 +23,7 @@ use http_range_header::{EndPosition, StartPosition, parse_range_header};
 
 /// What to do with a request's `Range` header, given the file length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RangeDecision {
+pub enum RangeDecision {
     /// Send the whole file with 200.
     Whole,
     /// Send bytes `start..=end` with 206.
@@ -34,7 +34,7 @@ pub(crate) enum RangeDecision {
 
 /// The request's `Range` value: `None` when absent, repeated (a malformed request) or not
 /// visible ASCII, all of which mean "send the whole file".
-pub(crate) fn header_value(headers: &HeaderMap) -> Option<&str> {
+pub fn header_value(headers: &HeaderMap) -> Option<&str> {
     let mut values = headers.get_all(header::RANGE).iter();
     let value = values.next()?;
     if values.next().is_some() {
@@ -44,7 +44,7 @@ pub(crate) fn header_value(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Decide for one `Range` header value (`None` if the header is absent or not ASCII).
-pub(crate) fn decide(value: Option<&str>, len: u64) -> RangeDecision {
+pub fn decide(value: Option<&str>, len: u64) -> RangeDecision {
     let Some(value) = value else {
         return RangeDecision::Whole;
     };

@@ -19,6 +19,7 @@
 
 mod conditions;
 pub mod purge;
+mod range;
 mod serve;
 mod store;
 mod variant;

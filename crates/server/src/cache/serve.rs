@@ -85,9 +85,11 @@ pub(super) async fn entry(
     if parts.method == Method::HEAD {
         return Some(Outcome::new(response, Some(status)));
     }
+    let range = super::range::decision(parts, meta.status, &meta.headers, body_len);
     let (_, body) = cache.zone.body(id).await?;
     Stats::add(&cache.zone.stats().bytes_served, body_len);
     *response.body_mut() = body;
+    super::range::apply(&mut response, range, body_len);
     Some(Outcome::new(response, Some(status)))
 }
 

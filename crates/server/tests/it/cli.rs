@@ -246,24 +246,45 @@ fn serve_with_a_bad_config_says_what_is_wrong() {
 }
 
 #[tokio::test]
-async fn demo_balances_two_origins_and_serves_metrics() {
+async fn demo_balances_two_origins_caches_the_date_api_and_serves_metrics() {
     let (child, addr) =
         spawn_listening(&["demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
     let http = sluice_testkit::client(sluice_testkit::Offer::Http1);
     let mut seen = std::collections::HashSet::new();
     for _ in 0..4 {
         let resp = http
-            .get(format!("http://{addr}/what-date-is-it"))
+            .get(format!("http://{addr}/hello"))
             .send()
             .await
             .unwrap();
         assert_eq!(resp.status(), 200);
         seen.insert(resp.headers()["x-origin"].to_str().unwrap().to_string());
+    }
+    assert_eq!(seen.len(), 2, "round robin over both origins: {seen:?}");
+    // The date API is cached (the origin allows 5 s): a miss, then hits from the one origin.
+    let mut statuses = Vec::new();
+    let mut origins = std::collections::HashSet::new();
+    for _ in 0..3 {
+        let resp = http
+            .get(format!("http://{addr}/what-date-is-it"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        statuses.push(
+            resp.headers()["x-cache-status"]
+                .to_str()
+                .unwrap()
+                .to_string(),
+        );
+        origins.insert(resp.headers()["x-origin"].to_str().unwrap().to_string());
         let records: serde_json::Value =
             serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
         assert_eq!(records.as_array().unwrap().len(), 10_000);
     }
-    assert_eq!(seen.len(), 2, "round robin over both origins: {seen:?}");
+    assert_eq!(statuses[0], "MISS");
+    assert_eq!(statuses[1..], ["HIT", "HIT"], "{statuses:?}");
+    assert_eq!(origins.len(), 1, "hits come from the stored response");
     assert!(
         tokio::task::spawn_blocking(move || terminate(child))
             .await
@@ -293,6 +314,52 @@ async fn reverse_proxy_command_forwards_to_a_unix_socket() {
             .await
             .unwrap()
     );
+}
+
+#[tokio::test]
+async fn reverse_proxy_cache_flag_caches_what_the_origin_allows() {
+    let origin = sluice_testkit::start_origin(Some("o")).await;
+    let to = origin.addr.to_string();
+    let (child, addr) = spawn_listening(&[
+        "reverse-proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--to",
+        &to,
+        "--cache",
+        "--compress",
+    ]);
+    let http = sluice_testkit::client(sluice_testkit::Offer::Http1);
+    let mut statuses = Vec::new();
+    for _ in 0..2 {
+        let resp = http
+            .get(format!("http://{addr}/what-date-is-it"))
+            .header("accept-encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-encoding"], "gzip");
+        statuses.push(
+            resp.headers()["x-cache-status"]
+                .to_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(statuses, ["MISS", "HIT"]);
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
+    let out = sluice()
+        .args(["reverse-proxy", "--to", "127.0.0.1:1", "--cache", "lots"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("--cache lots"), "{stderr}");
 }
 
 #[test]

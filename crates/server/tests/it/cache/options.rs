@@ -244,3 +244,39 @@ async fn metrics_count_hits_misses_and_stored_objects() {
         "{served} bytes served from storage"
     );
 }
+
+/// RFC 9110 §14 from a stored 200: one range → 206 with Content-Range, a range past the end →
+/// 416, `If-Range` with another validator → the whole response; the origin is asked once.
+#[tokio::test]
+async fn range_requests_answered_from_the_stored_response() {
+    let origin = Origin::start().await;
+    let body: String = (0..1000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    origin.set(
+        "/r",
+        Reply::ok(body.clone())
+            .cache_control("max-age=60")
+            .header("etag", "\"r1\""),
+    );
+    let edge = Edge::start(&origin, Setup::default()).await;
+    assert_eq!(edge.get("/r").await.cache(), "MISS");
+    let part = edge.get_with("/r", &[("range", "bytes=10-19")]).await;
+    assert_eq!((part.status, part.cache()), (206, "HIT"));
+    assert_eq!(part.header("content-range"), Some("bytes 10-19/1000"));
+    assert_eq!(part.text(), &body[10..20]);
+    let suffix = edge.get_with("/r", &[("range", "bytes=-5")]).await;
+    assert_eq!((suffix.status, suffix.text()), (206, &body[995..]));
+    let past = edge.get_with("/r", &[("range", "bytes=5000-")]).await;
+    assert_eq!(past.status, 416);
+    assert_eq!(past.header("content-range"), Some("bytes */1000"));
+    let other = edge
+        .get_with("/r", &[("range", "bytes=0-9"), ("if-range", "\"old\"")])
+        .await;
+    assert_eq!((other.status, other.body.len()), (200, 1000));
+    let same = edge
+        .get_with("/r", &[("range", "bytes=0-9"), ("if-range", "\"r1\"")])
+        .await;
+    assert_eq!((same.status, same.text()), (206, &body[..10]));
+    assert_eq!(origin.requests("/r"), 1);
+}
