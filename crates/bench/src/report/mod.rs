@@ -53,8 +53,9 @@ pub struct GroupInfo {
     pub mb_per_sec: bool,
 }
 
-/// The title, question and columns of a group id (`seed-000` ... `seed-004`, `api-compress`). Unknown groups get
-/// the common columns and their id as title, so a new scenario group still renders.
+/// The title, question and columns of a group id (`seed-000` ... `seed-004`, `api-compress`,
+/// `cache-compress`). Unknown groups get the common columns and their id as title, so a new
+/// scenario group still renders.
 pub fn group_info(group: &str) -> GroupInfo {
     let plain = |title| GroupInfo {
         title,
@@ -102,6 +103,15 @@ pub fn group_info(group: &str) -> GroupInfo {
                  dynamic API response on the fly at a fast level cost the proxy, per request?",
             ),
             ..plain("Proxied JSON API compressed on the fly")
+        },
+        "cache-compress" => GroupInfo {
+            reproduces: Some(
+                "DESIGN.md §5 (\"cached + gzip level 6\", capability 9): what does a cached JSON \
+                 API cost per request when clients ask for gzip? A cache that stores the gzipped \
+                 variant (sluice, Varnish) sends the same bytes on every hit; nginx stores \
+                 identity and gzips every hit again.",
+            ),
+            ..plain("Cached JSON API served gzipped: compressed once or per hit")
         },
         "seed-004" => GroupInfo {
             reproduces: Some(

@@ -225,6 +225,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "proxied JSON API compressed on the fly at a fast level (c=6)",
     ),
     (
+        "cache-compress",
+        "cached JSON API served gzipped at level 6: compressed once and stored, or per hit (c=6)",
+    ),
+    (
         "seed-004",
         "~128 MB chunked stream through the proxy, raw vs gzip level 1, MB/s",
     ),
@@ -239,6 +243,7 @@ pub fn all(quick: bool) -> Vec<Scenario> {
     table::seed_002(&mut list);
     table::seed_003(&mut list);
     table::api_compress(&mut list);
+    table::cache_compress(&mut list);
     table::seed_004(&mut list);
     if quick {
         for s in &mut list {
@@ -278,6 +283,39 @@ mod tests {
             assert!(!columns.is_empty(), "{group}");
             assert!(columns.windows(2).all(|w| w[0] == w[1]), "{group}");
         }
+    }
+
+    #[test]
+    fn cached_scenarios_check_a_hit_and_the_compressed_one_its_encoding() {
+        let list = all(false);
+        let cached: Vec<&str> = list
+            .iter()
+            .filter(|s| matches!(&s.setup, Setup::Proxy(p) if p.cache))
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(
+            cached,
+            ["date-cached-c1", "date-cached-c6", "date-cached-gzip-6"]
+        );
+        for s in &list {
+            assert_eq!(
+                s.check.cache_hit,
+                cached.contains(&s.name.as_str()),
+                "{}",
+                s.name
+            );
+        }
+        let gzip = list.iter().find(|s| s.name == "date-cached-gzip-6");
+        assert!(gzip.is_some_and(|s| {
+            s.check.encoding == Some(Algorithm::Gzip)
+                && s.load
+                    .headers
+                    .contains(&("accept-encoding".into(), "gzip".into()))
+                && matches!(&s.setup, Setup::Proxy(p) if p.compress == Some(Compression {
+                    algorithm: Algorithm::Gzip,
+                    level: 6,
+                }))
+        }));
     }
 
     #[test]
