@@ -1,7 +1,7 @@
 //! The generated target configs are valid: every sluice config loads with sluice-config and
 //! asks for what its scenario means (compression algorithm and level, precompressed files,
-//! request decompression, TLS, the origins), and every nginx.conf passes `nginx -t` (when nginx
-//! is installed).
+//! request decompression, TLS, the origins), every nginx.conf passes `nginx -t` and every VCL
+//! compiles with `varnishd -C` (when nginx and Varnish are installed).
 //!
 //! The cached scenarios' sluice configs (`[caches.*]`, a route's `cache`) have a test of their
 //! own, [`cached_sluice_configs_load`]: it fails until sluice-config knows the cache.
@@ -12,7 +12,7 @@ use std::path::Path;
 
 use sluice_bench::scenario::{self, Scenario, Setup};
 use sluice_bench::target::process::Address;
-use sluice_bench::target::{Context, Origins, StartError, nginx, sluice};
+use sluice_bench::target::{Context, Origins, StartError, nginx, sluice, varnish};
 use sluice_config::model;
 
 fn context(dir: &Path) -> Context {
@@ -209,4 +209,54 @@ fn nginx_configs_pass_nginx_t() {
     // What Debian's nginx cannot do: brotli, zstd, request-body decompression.
     assert_eq!(not_supported, ["post-gz1", "static-br", "static-zstd"]);
     assert!(tested >= 15, "{tested}");
+}
+
+#[test]
+fn varnish_vcls_compile() {
+    if !varnish::available() {
+        eprintln!("varnish is not installed: skipped");
+        return;
+    }
+    let varnishd = varnish::binary().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut compiled = Vec::new();
+    for s in scenario::all(false) {
+        if s.setup == Setup::Direct {
+            continue;
+        }
+        let vcl = match varnish::vcl(&s, &origins(&s, dir.path())) {
+            Ok(vcl) => vcl,
+            Err(StartError::NotSupported(_)) => continue,
+            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+        };
+        let path = dir.path().join(format!("{}.vcl", s.name));
+        std::fs::write(&path, &vcl).unwrap();
+        // `-C` compiles the VCL to C and prints it: varnishd's `nginx -t`.
+        let out = std::process::Command::new(&varnishd)
+            .arg("-C")
+            .arg("-f")
+            .arg(&path)
+            .arg("-n")
+            .arg(dir.path().join("varnishd"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}:\n{vcl}\n{stderr}", s.name);
+        compiled.push(s.name);
+    }
+    // The cached scenarios, and plain proxying to one origin.
+    assert_eq!(
+        compiled,
+        [
+            "post-get",
+            "post-gz0",
+            "post-raw",
+            "date-proxy-c1",
+            "date-proxy-c6",
+            "date-cached-c1",
+            "date-cached-c6",
+            "date-cached-gzip-6",
+            "stream-raw"
+        ]
+    );
 }

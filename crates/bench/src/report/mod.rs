@@ -1,6 +1,6 @@
 //! The report of a run: `results.json` (every raw number, re-readable), `report.md` (one table
-//! per seed experiment, shaped like the seed's own table, sluice and nginx side by side) and SVG
-//! charts.
+//! per seed experiment, shaped like the seed's own table, sluice, nginx and Varnish side by side)
+//! and SVG charts.
 //!
 //! - [`json`]: `results.json` write and read (`sluice bench report DIR` re-renders from it).
 //! - [`markdown`]: `report.md`; deterministic (fixed ordering and number formats) so a golden
@@ -125,13 +125,14 @@ pub fn group_info(group: &str) -> GroupInfo {
     }
 }
 
-/// Where a target's rows and lines go in tables and charts: sluice, nginx, baseline, then any
-/// other (by name, as the callers break ties).
+/// Where a target's rows and lines go in tables and charts: sluice, its peers (nginx, Varnish),
+/// the baseline, then any other (by name, as the callers break ties).
 fn target_rank(target: &str) -> usize {
     match target {
         "sluice" => 0,
         "nginx" => 1,
-        "baseline" => 2,
-        _ => 3,
+        "varnish" => 2,
+        "baseline" => 3,
+        _ => 4,
     }
 }
