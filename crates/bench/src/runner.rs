@@ -376,6 +376,9 @@ fn tools() -> BTreeMap<String, String> {
     if let Some(v) = target::nginx::version() {
         tools.insert("nginx".into(), v);
     }
+    if let Some(v) = target::varnish::version() {
+        tools.insert("varnish".into(), v);
+    }
     tools
 }
 

@@ -16,7 +16,10 @@ use sluice_bench::check::{self, Expect};
 use sluice_bench::client::Endpoint;
 use sluice_bench::driver::builtin;
 use sluice_bench::fixtures;
+use sluice_bench::sampler::Sampler;
 use sluice_bench::scenario::{self, Protocol, Scenario};
+use sluice_bench::target::process::Address;
+use sluice_bench::target::{self, Context, Origins, TargetKind, varnish};
 use tokio::net::TcpListener;
 
 fn scenario(name: &str) -> Scenario {
@@ -199,4 +202,55 @@ async fn a_refused_connection_is_an_error_not_a_hang() {
     let load = scenario("post-get").load;
     let err = builtin::load(&load, &endpoint(addr)).await.err().unwrap();
     assert!(err.contains("connecting"), "{err}");
+}
+
+/// Varnish, started as the lab starts it, caches the gzipped JSON (the check: gzip, a HIT on
+/// the second request), and the sampler counts the CPU of the cache process it forks: the PID
+/// started is the manager, which does next to nothing while the child serves every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn varnish_caches_and_the_cpu_of_its_cache_process_is_counted() {
+    if !varnish::available() {
+        eprintln!("varnish is not installed: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = Context {
+        work_dir: dir.path().into(),
+        exe: "sluice".into(),
+        server_cpus: "0".into(),
+        load_cpus: "1".into(),
+        workers: 1,
+        page_dir: dir.path().join("site"),
+        precompressed_dir: dir.path().join("site-precompressed"),
+        cert: dir.path().join("cert.pem"),
+        key: dir.path().join("key.pem"),
+    };
+    let mut origins = Origins::none();
+    origins.addresses.push(Address::Tcp(origin().await));
+    let s = scenario("date-cached-gzip-6");
+    // Starting blocks on the readiness poll; the origin keeps serving on the other worker.
+    let running = tokio::task::block_in_place(|| {
+        target::start(TargetKind::Varnish, &s, &ctx, &origins)
+            .unwrap_or_else(|e| panic!("starting varnish: {e:?}"))
+    });
+    let identity = sluice_bench::expected::identity_body(&s, &fixtures::page())
+        .await
+        .unwrap();
+    check::run(&s, &running.endpoint, &identity, EXPECT_ALL)
+        .await
+        .unwrap();
+
+    let sampler = Sampler::start(running.pid());
+    let mut load = s.load.clone();
+    load.requests = 3_000;
+    let m = builtin::load(&load, &running.endpoint).await.unwrap();
+    let usage = sampler.stop();
+    tokio::task::block_in_place(|| running.process.stop());
+
+    assert_eq!((m.requests, m.failures), (3_000, 0));
+    // The stored gzip variant, not the 340 KB of identity.
+    assert!(m.body_bytes / m.requests < 10_000, "{m:?}");
+    // Two ticks of 10 ms at least: the child served 3,000 hits (tens of µs each); the manager
+    // alone would show nothing.
+    assert!(usage.cpu_secs >= 0.02, "{usage:?}");
 }

@@ -1,7 +1,10 @@
 //! The generated target configs are valid: every sluice config loads with sluice-config and
 //! asks for what its scenario means (compression algorithm and level, precompressed files,
-//! request decompression, TLS, the origins), and every nginx.conf passes `nginx -t` (when nginx
-//! is installed).
+//! request decompression, TLS, the origins), every nginx.conf passes `nginx -t` and every VCL
+//! compiles with `varnishd -C` (when nginx and Varnish are installed).
+//!
+//! The cached scenarios' sluice configs (`[caches.*]`, a route's `cache`) have a test of their
+//! own, [`cached_sluice_configs_load`]: it fails until sluice-config knows the cache.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
@@ -9,7 +12,7 @@ use std::path::Path;
 
 use sluice_bench::scenario::{self, Scenario, Setup};
 use sluice_bench::target::process::Address;
-use sluice_bench::target::{Context, Origins, StartError, nginx, sluice};
+use sluice_bench::target::{Context, Origins, StartError, nginx, sluice, varnish};
 use sluice_config::model;
 
 fn context(dir: &Path) -> Context {
@@ -64,22 +67,44 @@ fn assert_compress(name: &str, route: &model::Route, wanted: Option<scenario::Co
     assert_eq!(compress.levels.get(algorithm), Some(wanted.level), "{name}");
 }
 
+fn cached(s: &Scenario) -> bool {
+    matches!(&s.setup, Setup::Proxy(p) if p.cache)
+}
+
 #[test]
 fn every_sluice_config_loads_and_asks_for_what_the_scenario_means() {
+    let loaded = load_sluice_configs(|s| !cached(s));
+    // Every scenario but the direct ones and the cached ones (the next test).
+    let expected = scenario::all(false)
+        .iter()
+        .filter(|s| s.setup != Setup::Direct && !cached(s))
+        .count();
+    assert_eq!(loaded, expected);
+}
+
+/// Passes only once sluice-config has the response cache (`[caches.NAME]`, a route's `cache =
+/// { zone, valid, levels }`): until then it fails with the loader's "unknown key" diagnostics.
+#[test]
+fn cached_sluice_configs_load() {
+    let loaded = load_sluice_configs(cached);
+    assert_eq!(
+        loaded, 3,
+        "date-cached-c1, date-cached-c6, date-cached-gzip-6"
+    );
+}
+
+/// Generate and load the sluice config of every scenario `pick` selects, checking that it asks
+/// for what the scenario means; returns how many loaded.
+fn load_sluice_configs(pick: impl Fn(&Scenario) -> bool) -> usize {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(dir.path());
     let mut loaded = 0;
     for s in scenario::all(false) {
-        if s.setup == Setup::Direct {
+        if s.setup == Setup::Direct || !pick(&s) {
             continue;
         }
         let toml = match sluice::config(&s, &ctx, &origins(&s, dir.path()), LISTEN) {
             Ok(toml) => toml,
-            // The one feature sluice does not have.
-            Err(StartError::NotSupported(why)) if s.name == "date-cached" => {
-                assert_eq!(why, "no cache yet");
-                continue;
-            }
             Err(StartError::NotSupported(why) | StartError::Failed(why)) => {
                 panic!("{}: {why}", s.name)
             }
@@ -126,13 +151,7 @@ fn every_sluice_config_loads_and_asks_for_what_the_scenario_means() {
         }
         loaded += 1;
     }
-    // Every scenario but the direct ones and the cache.
-    let expected = scenario::all(false)
-        .iter()
-        .filter(|s| s.setup != Setup::Direct)
-        .count()
-        - 1;
-    assert_eq!(loaded, expected);
+    loaded
 }
 
 #[test]
@@ -178,9 +197,66 @@ fn nginx_configs_pass_nginx_t() {
         if s.setup == Setup::Precompressed {
             assert!(conf.contains("gzip_static on;"), "{conf}");
         }
+        if cached(&s) {
+            // On every answer, errors included, so the check sees why a request missed.
+            assert!(
+                conf.contains("add_header X-Cache-Status $upstream_cache_status always;"),
+                "{conf}"
+            );
+        }
         tested += 1;
     }
     // What Debian's nginx cannot do: brotli, zstd, request-body decompression.
     assert_eq!(not_supported, ["post-gz1", "static-br", "static-zstd"]);
     assert!(tested >= 15, "{tested}");
+}
+
+#[test]
+fn varnish_vcls_compile() {
+    if !varnish::available() {
+        eprintln!("varnish is not installed: skipped");
+        return;
+    }
+    let varnishd = varnish::binary().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut compiled = Vec::new();
+    for s in scenario::all(false) {
+        if s.setup == Setup::Direct {
+            continue;
+        }
+        let vcl = match varnish::vcl(&s, &origins(&s, dir.path())) {
+            Ok(vcl) => vcl,
+            Err(StartError::NotSupported(_)) => continue,
+            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+        };
+        let path = dir.path().join(format!("{}.vcl", s.name));
+        std::fs::write(&path, &vcl).unwrap();
+        // `-C` compiles the VCL to C and prints it: varnishd's `nginx -t`.
+        let out = std::process::Command::new(&varnishd)
+            .arg("-C")
+            .arg("-f")
+            .arg(&path)
+            .arg("-n")
+            .arg(dir.path().join("varnishd"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}:\n{vcl}\n{stderr}", s.name);
+        compiled.push(s.name);
+    }
+    // The cached scenarios, and plain proxying to one origin.
+    assert_eq!(
+        compiled,
+        [
+            "post-get",
+            "post-gz0",
+            "post-raw",
+            "date-proxy-c1",
+            "date-proxy-c6",
+            "date-cached-c1",
+            "date-cached-c6",
+            "date-cached-gzip-6",
+            "stream-raw"
+        ]
+    );
 }

@@ -1,6 +1,7 @@
 //! The report: report.md against a golden file, results.json round trip, charts written and
 //! linked. The report is built by hand so every cell kind (ok, failures, not supported, check
-//! failed, error, no nginx row, two drivers, an unknown group) is covered.
+//! failed, error, no nginx row, two drivers, an unknown group) is covered, and Varnish's rows and
+//! ratio column where it ran (seed 003, cache-compress) and not where it only refused (seed 000).
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p sluice-bench --test report` rewrites tests/golden/report.md;
 //! review the diff before committing it.
@@ -142,6 +143,52 @@ fn sample_report() -> Report {
             vec![run(6219.0, 340_001, 145.0)],
         ),
         result(
+            "seed-003",
+            &[
+                ("setup", "proxy-cached"),
+                ("path", "/what-date-is-it"),
+                ("caching", "yes"),
+                ("concurrency", "6"),
+            ],
+            "varnish",
+            ok(),
+            vec![run(9050.0, 340_001, 73.0)],
+        ),
+        result(
+            "seed-003",
+            &[
+                ("setup", "proxy"),
+                ("path", "/what-date-is-it"),
+                ("caching", "no"),
+                ("concurrency", "6"),
+            ],
+            "varnish",
+            ok(),
+            vec![run(3000.0, 340_001, 210.0)],
+        ),
+        // Compressed once and stored (sluice, Varnish) against gzip per hit (nginx).
+        result(
+            "cache-compress",
+            &[("compression", "gzip"), ("level", "6"), ("caching", "yes")],
+            "varnish",
+            ok(),
+            vec![gzip(21_000.0, 1_064, 29.0)],
+        ),
+        result(
+            "cache-compress",
+            &[("compression", "gzip"), ("level", "6"), ("caching", "yes")],
+            "nginx",
+            ok(),
+            vec![gzip(980.0, 1_082, 1_010.0)],
+        ),
+        result(
+            "cache-compress",
+            &[("compression", "gzip"), ("level", "6"), ("caching", "yes")],
+            "sluice",
+            ok(),
+            vec![gzip(25_200.0, 1_060, 22.5)],
+        ),
+        result(
             "seed-001",
             &level("1"),
             "sluice",
@@ -255,6 +302,13 @@ fn sample_report() -> Report {
         ),
         result(
             "seed-000",
+            &[("case", "GZ1"), ("N", "100,000"), ("C", "5")],
+            "varnish",
+            Outcome::NotSupported("Varnish cannot decompress request bodies".into()),
+            vec![],
+        ),
+        result(
+            "seed-000",
             &[("case", "GZ0"), ("N", "100,000"), ("C", "5")],
             "sluice",
             ok(),
@@ -299,6 +353,11 @@ fn sample_report() -> Report {
         tools: BTreeMap::from([
             ("h2load".to_string(), "h2load nghttp2/1.52.0".to_string()),
             ("nginx".to_string(), "nginx/1.22.1".to_string()),
+            (
+                "varnish".to_string(),
+                "varnishd (varnish-7.1.1 revision 7cee1c581bead20e88d101ab3d72afb29f14d87a)"
+                    .to_string(),
+            ),
         ]),
         started_at: "2026-11-23T10:00:00Z".into(),
         settings: RunSettings {
@@ -364,7 +423,7 @@ fn write_then_read_round_trips_and_writes_charts() {
         ),
         (
             "seed-003-req-per-sec.svg",
-            &["sluice", "nginx", "baseline", "proxy-cached"][..],
+            &["sluice", "nginx", "varnish", "baseline", "proxy-cached"][..],
         ),
         ("seed-004-mb-per-sec.svg", &["sluice", "MB/s", "gzip-1"][..]),
     ] {

@@ -71,7 +71,7 @@ pub fn render(report: &Report) -> io::Result<Vec<Chart>> {
     Ok(charts)
 }
 
-/// Targets in report order: sluice, nginx, baseline, then the others by name.
+/// Targets in report order: sluice, nginx, varnish, baseline, then the others by name.
 fn ordered_targets<'a>(results: impl Iterator<Item = &'a ScenarioResult>) -> Vec<String> {
     let mut targets: Vec<String> = Vec::new();
     for result in results {
@@ -87,6 +87,7 @@ fn target_color(index: usize, target: &str) -> RGBColor {
     match target {
         "sluice" => RGBColor(0x1f, 0x77, 0xb4),
         "nginx" => RGBColor(0x2c, 0xa0, 0x2c),
+        "varnish" => RGBColor(0xd6, 0x27, 0x28),
         "baseline" => RGBColor(0x7f, 0x7f, 0x7f),
         _ => [
             RGBColor(0xff, 0x7f, 0x0e),

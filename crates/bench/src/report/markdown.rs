@@ -1,11 +1,12 @@
 //! `report.md`: a header (machine, commit, tools, settings), then one table per group, shaped
 //! like the seed's own table: the group's label columns, one row per target, the headline
 //! number (req/s, or MB/s for streams) as the median run with the range of all runs, latency,
-//! server CPU per request, the bytes the seed cared about, and sluice ÷ nginx.
+//! server CPU per request, the bytes the seed cared about, sluice ÷ nginx, and sluice ÷ varnish
+//! in the tables where Varnish has a number.
 //!
 //! Everything is ordered (groups as in `sluice bench list`, unknown groups after them by id,
-//! rows by first appearance in the results, targets sluice, nginx, baseline, then by name) and every number has a fixed format, so the same
-//! results always give the same bytes.
+//! rows by first appearance in the results, targets sluice, nginx, varnish, baseline, then by
+//! name) and every number has a fixed format, so the same results always give the same bytes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -94,7 +95,8 @@ fn header(out: &mut String, report: &Report) {
          streams) is the median run; latency and CPU are that run's. **CPU µs/req** is the \
          server's whole process tree's CPU time per request (lower is better; the figure to \
          compare where the load generator, not the server, is the limit). **sluice ÷ nginx** \
-         divides sluice's headline number by nginx's on the same row: above 1 sluice is faster. \
+         divides sluice's headline number by nginx's on the same row: above 1 sluice is faster; \
+         **sluice ÷ varnish** the same against Varnish, in the tables where Varnish ran. \
          Compare numbers within one report only: runs on a shared machine vary by ±25%.\n",
     );
 }
@@ -115,6 +117,7 @@ enum Column {
     HeaderBytes,
     TotalBytes,
     VersusNginx,
+    VersusVarnish,
 }
 
 fn group_section(out: &mut String, group: &str, results: &[&ScenarioResult]) {
@@ -182,8 +185,8 @@ fn label_value(result: &ScenarioResult, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Rows by first appearance of their labels, then target (sluice, nginx, baseline, others by
-/// name), then driver.
+/// Rows by first appearance of their labels, then target (sluice, nginx, varnish, baseline,
+/// others by name), then driver.
 fn ordered_rows<'a>(
     results: &[&'a ScenarioResult],
     label_names: &[String],
@@ -248,6 +251,13 @@ fn columns(info: &GroupInfo, results: &[&ScenarioResult], labels: usize) -> Vec<
         columns.extend([Column::HeaderBytes, Column::TotalBytes]);
     }
     columns.push(Column::VersusNginx);
+    // Varnish runs the cache scenarios and plain proxying only: its column where it has a number.
+    if results
+        .iter()
+        .any(|r| r.target == "varnish" && r.outcome == Outcome::Ok)
+    {
+        columns.push(Column::VersusVarnish);
+    }
     columns
 }
 
@@ -267,6 +277,7 @@ fn header_name(column: Column, info: &GroupInfo, label_names: &[String]) -> Stri
         Column::HeaderBytes => "header B/resp".into(),
         Column::TotalBytes => "total B/resp".into(),
         Column::VersusNginx => "sluice ÷ nginx".into(),
+        Column::VersusVarnish => "sluice ÷ varnish".into(),
     }
 }
 
@@ -310,7 +321,8 @@ fn cell_text(
             .map_or("–".into(), |r| format!("{r:.2}x")),
         Column::HeaderBytes => per_response(median.header_bytes),
         Column::TotalBytes => per_response(median.header_bytes + median.body_bytes),
-        Column::VersusNginx => versus_nginx(row, info, rows),
+        Column::VersusNginx => versus(row, "nginx", info, rows),
+        Column::VersusVarnish => versus(row, "varnish", info, rows),
         Column::Label(_) | Column::Target | Column::Driver => String::new(),
     }
 }
@@ -349,19 +361,19 @@ fn headline_cell(row: &ScenarioResult, info: &GroupInfo, median: &Measurement) -
     text
 }
 
-/// sluice's headline ÷ nginx's, on sluice's row, for the same labels and driver.
-fn versus_nginx(row: &ScenarioResult, info: &GroupInfo, rows: &[&ScenarioResult]) -> String {
+/// sluice's headline ÷ `peer`'s, on sluice's row, for the same labels and driver.
+fn versus(row: &ScenarioResult, peer: &str, info: &GroupInfo, rows: &[&ScenarioResult]) -> String {
     if row.target != "sluice" {
         return String::new();
     }
-    let nginx = rows
+    let theirs = rows
         .iter()
-        .find(|r| r.target == "nginx" && r.driver == row.driver && r.labels == row.labels)
+        .find(|r| r.target == peer && r.driver == row.driver && r.labels == row.labels)
         .filter(|r| r.outcome == Outcome::Ok)
         .and_then(|r| r.median());
-    match (row.median(), nginx) {
-        (Some(sluice), Some(nginx)) if headline(info, nginx) > 0.0 => {
-            format!("{:.2}x", headline(info, sluice) / headline(info, nginx))
+    match (row.median(), theirs) {
+        (Some(sluice), Some(theirs)) if headline(info, theirs) > 0.0 => {
+            format!("{:.2}x", headline(info, sluice) / headline(info, theirs))
         }
         _ => "–".into(),
     }

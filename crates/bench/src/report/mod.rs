@@ -1,6 +1,6 @@
 //! The report of a run: `results.json` (every raw number, re-readable), `report.md` (one table
-//! per seed experiment, shaped like the seed's own table, sluice and nginx side by side) and SVG
-//! charts.
+//! per seed experiment, shaped like the seed's own table, sluice, nginx and Varnish side by side)
+//! and SVG charts.
 //!
 //! - [`json`]: `results.json` write and read (`sluice bench report DIR` re-renders from it).
 //! - [`markdown`]: `report.md`; deterministic (fixed ordering and number formats) so a golden
@@ -53,8 +53,9 @@ pub struct GroupInfo {
     pub mb_per_sec: bool,
 }
 
-/// The title, question and columns of a group id (`seed-000` ... `seed-004`, `api-compress`). Unknown groups get
-/// the common columns and their id as title, so a new scenario group still renders.
+/// The title, question and columns of a group id (`seed-000` ... `seed-004`, `api-compress`,
+/// `cache-compress`). Unknown groups get the common columns and their id as title, so a new
+/// scenario group still renders.
 pub fn group_info(group: &str) -> GroupInfo {
     let plain = |title| GroupInfo {
         title,
@@ -103,6 +104,15 @@ pub fn group_info(group: &str) -> GroupInfo {
             ),
             ..plain("Proxied JSON API compressed on the fly")
         },
+        "cache-compress" => GroupInfo {
+            reproduces: Some(
+                "DESIGN.md §5 (\"cached + gzip level 6\", capability 9): what does a cached JSON \
+                 API cost per request when clients ask for gzip? A cache that stores the gzipped \
+                 variant (sluice, Varnish) sends the same bytes on every hit; nginx stores \
+                 identity and gzips every hit again.",
+            ),
+            ..plain("Cached JSON API served gzipped: compressed once or per hit")
+        },
         "seed-004" => GroupInfo {
             reproduces: Some(
                 "seed 004 (chunked JSON gzipped as one stream): does compressing a large chunked \
@@ -115,13 +125,14 @@ pub fn group_info(group: &str) -> GroupInfo {
     }
 }
 
-/// Where a target's rows and lines go in tables and charts: sluice, nginx, baseline, then any
-/// other (by name, as the callers break ties).
+/// Where a target's rows and lines go in tables and charts: sluice, its peers (nginx, Varnish),
+/// the baseline, then any other (by name, as the callers break ties).
 fn target_rank(target: &str) -> usize {
     match target {
         "sluice" => 0,
         "nginx" => 1,
-        "baseline" => 2,
-        _ => 3,
+        "varnish" => 2,
+        "baseline" => 3,
+        _ => 4,
     }
 }

@@ -2,6 +2,7 @@
 //! pinned to the server CPUs, and is stopped after the scenario:
 //! - [`sluice`]: the same binary with `serve --config` on a generated TOML file;
 //! - [`nginx`]: the `nginx` on PATH with a generated nginx.conf;
+//! - [`varnish`]: `varnishd` with a generated VCL (the cache scenarios and plain proxying);
 //! - [`baseline`]: a bare hyper server answering the same bytes from memory, the upper bound.
 //!
 //! The demo origins are started here too ([`Origins`]), pinned to the load CPUs like the seeds'
@@ -11,6 +12,7 @@ pub mod baseline;
 pub mod nginx;
 pub mod process;
 pub mod sluice;
+pub mod varnish;
 
 use std::path::PathBuf;
 
@@ -23,6 +25,7 @@ use process::{Address, Process, free_port};
 pub enum TargetKind {
     Sluice,
     Nginx,
+    Varnish,
     Baseline,
 }
 
@@ -31,6 +34,7 @@ impl TargetKind {
         match self {
             TargetKind::Sluice => "sluice",
             TargetKind::Nginx => "nginx",
+            TargetKind::Varnish => "varnish",
             TargetKind::Baseline => "baseline",
         }
     }
@@ -92,6 +96,7 @@ pub fn start(
     let mut process = match kind {
         TargetKind::Sluice => sluice::start(scenario, ctx, origins, addr, &dir)?,
         TargetKind::Nginx => nginx::start(scenario, ctx, origins, addr, &dir)?,
+        TargetKind::Varnish => varnish::start(scenario, ctx, origins, addr, &dir)?,
         TargetKind::Baseline => baseline::start(scenario, ctx, addr, &dir)?,
     };
     process

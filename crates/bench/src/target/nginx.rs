@@ -134,13 +134,16 @@ pub fn config(
                  proxy_set_header Connection \"\";\n",
             );
             if proxy.cache {
+                // The demo origin sends `Cache-Control: max-age=5`, which nginx obeys;
+                // `proxy_cache_valid` is the TTL of a 200 that says nothing. The cache stores
+                // the identity response: with gzip on, every hit is compressed again.
                 let _ = writeln!(
                     conf,
                     "  proxy_cache_path {prefix}/cache levels=1:2 keys_zone=bench:10m;"
                 );
                 location.push_str(
                     "      proxy_cache bench;\n      proxy_cache_valid 200 1m;\n      \
-                     add_header X-Cache-Status $upstream_cache_status;\n",
+                     add_header X-Cache-Status $upstream_cache_status always;\n",
                 );
             }
             location.push_str(&gzip(proxy.compress)?);

@@ -99,9 +99,6 @@ pub fn config(
             ));
         }
         Setup::Proxy(proxy) => {
-            if proxy.cache {
-                return Err(StartError::NotSupported("no cache yet".into()));
-            }
             let servers: Vec<String> = origins
                 .addresses
                 .iter()
@@ -119,7 +116,13 @@ pub fn config(
                 "[upstreams.backend]\nservers = [{}]\nkeepalive = {{ max_idle = 100 }}\n",
                 servers.join(", ")
             );
+            if proxy.cache {
+                let _ = writeln!(toml, "[caches.{CACHE_ZONE}]\nmemory = \"64MiB\"\n");
+            }
             let _ = writeln!(toml, "[[routes]]\npath_prefix = \"/\"");
+            if proxy.cache {
+                push_cache(&mut toml, proxy.compress);
+            }
             push_compress(&mut toml, proxy.compress);
             let _ = writeln!(toml, "[routes.proxy]\nupstream = \"backend\"");
             if proxy.decompress_requests {
@@ -128,6 +131,23 @@ pub fn config(
         }
     }
     Ok(toml)
+}
+
+/// The cache zone of the cached scenarios (`[caches.bench]`).
+const CACHE_ZONE: &str = "bench";
+
+/// Route-level caching. The demo origin's `max-age=5` decides freshness; `valid` is the TTL for
+/// a 200 that says nothing, like nginx's `proxy_cache_valid 200 1m`. With compression, the
+/// stored variant is encoded at the scenario's level (`levels`), so a hit serves the bytes the
+/// scenario asked for rather than the cache's default level.
+fn push_cache(toml: &mut String, compress: Option<Compression>) {
+    let levels = compress.map_or(String::new(), |c| {
+        format!(", levels = {{ {} = {} }}", c.algorithm.token(), c.level)
+    });
+    let _ = writeln!(
+        toml,
+        "cache = {{ zone = \"{CACHE_ZONE}\", valid = {{ \"200\" = \"1m\" }}{levels} }}"
+    );
 }
 
 /// Route-level response compression: one algorithm at the scenario's level.
@@ -139,5 +159,90 @@ fn push_compress(toml: &mut String, compress: Option<Compression>) {
             "compress = {{ algorithms = [\"{token}\"], levels = {{ {token} = {} }} }}",
             c.level
         );
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::scenario;
+
+    fn context() -> Context {
+        Context {
+            work_dir: "/tmp/bench".into(),
+            exe: "sluice".into(),
+            server_cpus: "0".into(),
+            load_cpus: "1".into(),
+            workers: 1,
+            page_dir: "/tmp/bench/site".into(),
+            precompressed_dir: "/tmp/bench/site-precompressed".into(),
+            cert: "/tmp/bench/cert.pem".into(),
+            key: "/tmp/bench/key.pem".into(),
+        }
+    }
+
+    fn rendered(name: &str) -> String {
+        let s = scenario::all(false)
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no scenario {name}"));
+        let mut origins = Origins::none();
+        origins
+            .addresses
+            .push(Address::Tcp(SocketAddr::from(([127, 0, 0, 1], 9000))));
+        let addr = SocketAddr::from(([127, 0, 0, 1], 8080));
+        match config(&s, &context(), &origins, addr) {
+            Ok(toml) => toml,
+            Err(e) => panic!("{name}: {e:?}"),
+        }
+    }
+
+    /// The route of a proxy config: from `[[routes]]` up to its `[routes.proxy]` table.
+    fn route(toml: &str) -> &str {
+        let start = toml.find("[[routes]]").unwrap();
+        let end = toml.find("[routes.proxy]").unwrap();
+        &toml[start..end]
+    }
+
+    #[test]
+    fn a_cached_scenario_gets_the_zone_and_a_route_cache() {
+        for name in ["date-cached-c1", "date-cached-c6"] {
+            let toml = rendered(name);
+            let zone = toml.find("[caches.bench]\nmemory = \"64MiB\"\n").unwrap();
+            // The zone is a top-level table: before the first `[[routes]]`, or TOML would
+            // read it as part of the route.
+            assert!(zone < toml.find("[[routes]]").unwrap(), "{toml}");
+            assert_eq!(
+                route(&toml),
+                "[[routes]]\npath_prefix = \"/\"\n\
+                 cache = { zone = \"bench\", valid = { \"200\" = \"1m\" } }\n",
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cached_and_compressed_scenario_stores_the_variant_at_its_level() {
+        let toml = rendered("date-cached-gzip-6");
+        assert_eq!(
+            route(&toml),
+            "[[routes]]\npath_prefix = \"/\"\n\
+             cache = { zone = \"bench\", valid = { \"200\" = \"1m\" }, levels = { gzip = 6 } }\n\
+             compress = { algorithms = [\"gzip\"], levels = { gzip = 6 } }\n"
+        );
+    }
+
+    #[test]
+    fn scenarios_without_a_cache_name_none() {
+        for s in scenario::all(false) {
+            if s.setup == Setup::Direct {
+                continue;
+            }
+            let cached = matches!(&s.setup, Setup::Proxy(p) if p.cache);
+            let toml = rendered(&s.name);
+            assert_eq!(toml.contains("[caches."), cached, "{}", s.name);
+            assert_eq!(toml.contains("cache = {"), cached, "{}", s.name);
+        }
     }
 }
