@@ -7,14 +7,17 @@
 //!
 //! - [`encoder`]: [`Encoder`], `write` / `flush` / `finish` over flate2 (zlib-rs), brotli, zstd.
 //! - [`body`]: [`CompressBody`], an `http_body::Body` adapter deciding *when* to flush.
+//! - [`whole`]: [`compress_whole`], one buffer compressed for keeps (the cache's variants).
 //!
 //! Negotiation (which coding, whether to compress at all) and header edits live elsewhere.
 
 pub mod body;
 pub mod encoder;
+pub mod whole;
 
 pub use body::{CompressBody, CompressOptions};
 pub use encoder::Encoder;
+pub use whole::compress_whole;
 
 #[cfg(test)]
 mod tests;

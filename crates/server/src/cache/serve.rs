@@ -127,7 +127,7 @@ async fn made(
         Join::Leader(leader) => {
             let (_, source_body) = cache.zone.body(entry.id).await?;
             let stored = coding_of(&source.headers)?;
-            let body = variant::transform(source_body, stored, coding, cache.level(coding))?;
+            let body = variant::transform(source_body, stored, coding, cache.level(coding));
             let meta = variant::meta(source, coding);
             let publisher = leader.publish(Arc::new(meta.clone()));
             let shared = publisher.shared().clone();

@@ -1,13 +1,15 @@
 //! Making a stored variant: the source body decoded (when the origin sent it encoded) and
 //! encoded in the coding a client asked for, at the route's cache level (higher than on the
-//! fly: the cost is paid once per stored response, not per request).
+//! fly: the cost is paid once per stored response, not per request), with the encoders that
+//! give the fewest bytes rather than the fastest (see `sluice_http::compress::whole`).
 
-use std::time::Duration;
-
+use bytes::Bytes;
 use http::{HeaderValue, header};
+use http_body::Frame;
+use http_body_util::{BodyExt, Limited, StreamBody};
 use sluice_cache::meta::Meta;
-use sluice_core::{Body, ContentCoding};
-use sluice_http::compress::{CompressBody, CompressOptions, Encoder};
+use sluice_core::{Body, BoxError, Compression, ContentCoding};
+use sluice_http::compress::compress_whole;
 use sluice_http::decompress::{DecompressBody, DecompressLimits};
 
 /// Decoded sources are bounded like request bodies are: a stored response is the origin's,
@@ -17,41 +19,39 @@ const DECODE_LIMITS: DecompressLimits = DecompressLimits {
     max_ratio: 1000,
 };
 
-/// `body` (in `from`) as `to`; `None` when no encoder can be made (the request then goes on as
-/// if nothing were stored in that coding).
+/// `body` (in `from`) as `to`, as a body of one frame that is produced when first polled (by
+/// the zone's fill task, not the request's): the source is read whole (a stored object is
+/// bounded by the zone's max object size; a decoded one by [`DECODE_LIMITS`]) and compressed
+/// whole on the blocking pool, ratio first ([`compress_whole`]); high levels take milliseconds
+/// that must not stall the runtime.
 pub(super) fn transform(
     body: Body,
     from: ContentCoding,
     to: ContentCoding,
     level: Option<i32>,
-) -> Option<Body> {
-    let decoded = match sluice_core::Compression::new(from) {
+) -> Body {
+    let made = async move { make(body, from, to, level).await.map(Frame::data) };
+    Body::stream(StreamBody::new(futures_util::stream::once(made)))
+}
+
+async fn make(
+    body: Body,
+    from: ContentCoding,
+    to: ContentCoding,
+    level: Option<i32>,
+) -> Result<Bytes, BoxError> {
+    let decoded = match Compression::new(from) {
         None => body,
-        Some(coding) => match DecompressBody::new(body, &[coding], DECODE_LIMITS) {
-            Ok(decoded) => Body::stream(decoded),
-            Err(err) => {
-                tracing::warn!("cannot decode a stored {from} body: {err}");
-                return None;
-            }
-        },
+        Some(coding) => Body::stream(DecompressBody::new(body, &[coding], DECODE_LIMITS)?),
     };
-    let Some(coding) = sluice_core::Compression::new(to) else {
-        return Some(decoded);
+    let limit = usize::try_from(DECODE_LIMITS.max_size).unwrap_or(usize::MAX);
+    let data = Limited::new(decoded, limit).collect().await?.to_bytes();
+    let Some(coding) = Compression::new(to) else {
+        return Ok(data);
     };
-    let encoder = match Encoder::new(coding, level) {
-        Ok(encoder) => encoder,
-        Err(err) => {
-            tracing::warn!("creating a {to} encoder for a stored variant failed: {err}");
-            return None;
-        }
-    };
-    // One stream, flushed only when the source pauses for long: a stored variant is read from
-    // memory or disk, so this is as good as compressing the whole body at once.
-    let options = CompressOptions {
-        flush_delay: Duration::from_secs(3600),
-        event_stream: false,
-    };
-    Some(Body::stream(CompressBody::new(decoded, encoder, options)))
+    let compressed =
+        tokio::task::spawn_blocking(move || compress_whole(coding, level, &data)).await??;
+    Ok(Bytes::from(compressed))
 }
 
 /// The stored form of the variant of `source` in `coding`: the same response with its own
