@@ -151,15 +151,27 @@ impl Pipeline {
             (Some(ticket), Some(cache)) => {
                 let compression = ctx.route.and_then(|r| r.compression.as_ref());
                 let uri = ticket.uri().clone();
+                let client = ctx.client;
+                let proxy = ctx.route.and_then(|r| match &r.handler {
+                    Handler::Proxy(proxy) => Some(proxy.clone()),
+                    _ => None,
+                });
+                let forward = move || match proxy {
+                    Some(proxy) => crate::cache::forward_through(proxy, client),
+                    None => crate::cache::unreachable_forward(),
+                };
                 match cache
-                    .complete(ticket, acted.map_err(|(err, _)| err), compression)
+                    .complete(ticket, acted.map_err(|(err, _)| err), compression, forward)
                     .await
                 {
                     Ok(outcome) => {
                         ctx.cache = outcome.status;
                         Ok(outcome.response)
                     }
-                    Err(err) => Err((err, uri)),
+                    Err(failed) => {
+                        ctx.cache = failed.status;
+                        Err((failed.error, uri))
+                    }
                 }
             }
             _ => acted,

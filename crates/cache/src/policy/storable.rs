@@ -128,7 +128,13 @@ pub fn storable(
         return Err(NotStorable::SetCookie);
     }
     let explicit = d.has_explicit_expiration(resp_headers);
-    let configured = settings.valid_for(status).is_some();
+    let configured_lifetime = settings.valid_for(status);
+    // `valid = { "404" = "0s" }` means "do not store" (nginx's `proxy_cache_valid 404 0`): a
+    // response that carries no freshness of its own is then not stored at all.
+    if !explicit && configured_lifetime == Some(std::time::Duration::ZERO) {
+        return Err(NotStorable::NoFreshness);
+    }
+    let configured = configured_lifetime.is_some_and(|l| !l.is_zero());
     // §3: "the response contains at least one of: a public response directive; ... an
     // Expires header field; a max-age response directive; ... an s-maxage response directive;
     // a cache extension that allows it to be stored; a status code that is defined as

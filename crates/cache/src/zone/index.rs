@@ -80,6 +80,18 @@ impl Entry {
             .cloned()
     }
 
+    /// Every stored variant (to refresh their headers with the source's).
+    pub fn variants(&self) -> Vec<Variant> {
+        lock(&self.state).variants.clone()
+    }
+
+    pub(super) fn set_variant_meta(&self, coding: ContentCoding, meta: Arc<Meta>) {
+        let mut state = lock(&self.state);
+        if let Some(variant) = state.variants.iter_mut().find(|v| v.coding == coding) {
+            variant.meta = meta;
+        }
+    }
+
     /// Claim the background refresh of this entry; false if another request holds it.
     pub fn start_refresh(&self) -> bool {
         !self.refreshing.swap(true, Ordering::AcqRel)

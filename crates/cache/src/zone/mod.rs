@@ -228,6 +228,21 @@ impl Zone {
         }
     }
 
+    /// Replace the stored headers of `entry`'s variants after its source was freshened: a
+    /// variant is the same response in another coding, so it carries the new `Date`,
+    /// `Cache-Control`, ... too. `meta_of` makes a variant's headers from the fresh source's.
+    pub async fn freshen_variants(&self, entry: &Arc<Entry>, meta_of: impl Fn(&Variant) -> Meta) {
+        for variant in entry.variants() {
+            let mut meta = meta_of(&variant);
+            meta.body_len = variant.body_len;
+            let blob = meta.encode();
+            entry.set_variant_meta(variant.coding, Arc::new(meta));
+            if let Err(err) = self.storage.update_meta(variant.id, blob).await {
+                tracing::warn!(zone = %self.settings.name, "updating a variant's stored headers failed: {err}");
+            }
+        }
+    }
+
     /// Remove every stored response of `primary` (RFC 9111 §4.4, purge). Returns how many.
     pub async fn invalidate(&self, primary: &str) -> usize {
         let ids = self.index.remove_primary(primary);

@@ -65,6 +65,12 @@ pub struct RouteCache {
     levels: [Option<i32>; ContentCoding::ALL.len()],
 }
 
+/// A request the cache could not answer: the upstream's error, and the cache status to log.
+pub struct Failed {
+    pub error: Error,
+    pub status: Option<CacheStatus>,
+}
+
 /// What the request phase's lookup decided.
 pub enum Lookup {
     /// Answered from the cache (HIT, STALE, UPDATING; 504 for `only-if-cached`): the action
@@ -128,6 +134,19 @@ pub fn forward_through(
         Box::pin(async move {
             let mut timing = crate::proxy::UpstreamTiming::default();
             proxy.handle(client, request, &mut timing).await
+        })
+    })
+}
+
+/// A [`Forward`] for a route without a proxy (never used: only proxy routes have a cache).
+pub fn unreachable_forward() -> Forward {
+    Arc::new(|_| {
+        Box::pin(async {
+            Err(Error::new(
+                ErrorKind::BadGateway,
+                sluice_core::Side::Internal,
+                "this route has no upstream to ask",
+            ))
         })
     })
 }
@@ -217,11 +236,18 @@ impl RouteCache {
         forward: impl FnOnce() -> Forward,
     ) -> Lookup {
         let parts = head_of(req);
-        if !self.methods.allows(&parts.method) {
+        // If-Match / If-Unmodified-Since are the origin's to evaluate (RFC 9111 §4.3.2: a
+        // cache must not evaluate conditions meant for another server): such a request goes
+        // upstream as sent, and its answer is not stored.
+        let origin_conditions = parts.headers.contains_key(http::header::IF_MATCH)
+            || parts
+                .headers
+                .contains_key(http::header::IF_UNMODIFIED_SINCE);
+        if !self.methods.allows(&parts.method) || origin_conditions {
             return Lookup::Upstream(Ticket::uncached(parts, tls));
         }
         let scheme = if tls { "https" } else { "http" };
-        let host = crate::router::request_host_parts(&parts).unwrap_or_default();
+        let host = crate::host::request_host_parts(&parts).unwrap_or_default();
         let primary = primary_key(&self.key, scheme, &host, &parts.uri, &parts.headers);
         let directives = RequestDirectives::parse(&parts.headers);
         let may_store = !directives.no_store
@@ -371,7 +397,8 @@ impl RouteCache {
         ticket: Ticket,
         result: Result<Response<Body>, Error>,
         compression: Option<&RouteCompression>,
-    ) -> Result<Outcome, Error> {
+        forward: impl FnOnce() -> Forward,
+    ) -> Result<Outcome, Failed> {
         let response_time = SystemTime::now();
         let times = (ticket.request_time, response_time);
         let Ticket {
@@ -382,7 +409,12 @@ impl RouteCache {
         } = ticket;
         let outcome = match kind {
             Kind::Uncached { tls } => {
-                let response = result?;
+                let mut response = result.map_err(|error| Failed {
+                    error,
+                    status: None,
+                })?;
+                // RFC 9213 §2.2: consumed here, whatever the method.
+                response.headers_mut().remove(&policy::SLUICE_CACHE_CONTROL);
                 let targets = policy::invalidation(
                     &parts.method,
                     response.status(),
@@ -399,9 +431,9 @@ impl RouteCache {
             } => {
                 let response = match result {
                     Ok(response) => response,
-                    Err(err) => {
+                    Err(error) => {
                         drop(leader);
-                        return Err(err);
+                        return Err(self.failed(error, status));
                     }
                 };
                 store::response(
@@ -421,21 +453,35 @@ impl RouteCache {
                 if_error,
                 may_store,
             } => {
+                let revalidation = store::Revalidation {
+                    entry: &entry,
+                    stale_if_error: if_error,
+                    may_store,
+                    times,
+                };
                 store::revalidated(
                     self,
                     &parts,
                     &primary,
-                    &entry,
-                    if_error,
-                    may_store,
+                    revalidation,
                     result,
-                    times,
                     compression,
+                    forward,
                 )
-                .await?
+                .await
+                .map_err(|error| self.failed(error, CacheStatus::Expired))?
             }
         };
         Ok(self.finish(outcome))
+    }
+
+    /// A trip upstream failed with nothing to serve instead: counted, and said in the log.
+    fn failed(&self, error: Error, status: CacheStatus) -> Failed {
+        self.zone.stats().count(status);
+        Failed {
+            error,
+            status: Some(status),
+        }
     }
 
     /// The request to send upstream for `ticket`: the client's own for methods the cache does
@@ -463,7 +509,7 @@ impl RouteCache {
     /// of its target URI and of a same-origin `Location` / `Content-Location`.
     async fn invalidate(&self, parts: &Parts, tls: bool, targets: Vec<http::Uri>) {
         let scheme = if tls { "https" } else { "http" };
-        let host = crate::router::request_host_parts(parts)
+        let host = crate::host::request_host_parts(parts)
             .unwrap_or_default()
             .into_owned();
         for target in targets {
@@ -514,13 +560,20 @@ fn miss_key(primary: &str) -> ObjectId {
     ObjectId::of(&[primary.as_bytes(), b"miss"])
 }
 
-/// Whether a failed revalidation may be answered with the stale response: the stored
-/// response's `stale-if-error` covers connection failures, timeouts and 500/502/503/504 (RFC 5861
+/// Whether a failed revalidation may be answered with the stale response (once the policy
+/// said stale-on-error is allowed at all, windows included): `stale-if-error` from the stored
+/// response or the request covers connection failures, timeouts and 500/502/503/504 (RFC 5861
 /// §4); the zone's `use_stale` covers what it lists.
-fn stale_on_failure(cache: &RouteCache, meta: &sluice_cache::meta::Meta, failure: Failure) -> bool {
+fn stale_on_failure(
+    cache: &RouteCache,
+    meta: &sluice_cache::meta::Meta,
+    request: &http::HeaderMap,
+    failure: Failure,
+) -> bool {
     let directive = policy::ResponseDirectives::parse(&meta.headers, &cache.policy)
         .stale_if_error
-        .is_some();
+        .is_some()
+        || RequestDirectives::parse(request).stale_if_error.is_some();
     let listed = match failure {
         Failure::Error(ErrorKind::GatewayTimeout) => UseStale::Timeout,
         Failure::Error(_) => UseStale::Error,

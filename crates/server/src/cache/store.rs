@@ -15,19 +15,19 @@ use sluice_cache::vary::{VaryRule, vary_key};
 use sluice_cache::zone::{CacheStatus, Entry, Head, Stats, Zone};
 use sluice_core::{Body, Error};
 
-use super::{Failure, Forward, Outcome, RouteCache, serve};
+use super::{Failure, Forward, Outcome, RouteCache, serve, variant};
 use crate::compress::RouteCompression;
 
 /// The leader of a collapsed miss.
 pub(super) type Leader = FlightLeader<ObjectId, Head>;
 
 /// Request fields that make a response partial or conditional: the cache asks for the whole,
-/// current response and answers the client's conditions and ranges itself from it.
-const CLIENT_CONDITIONS: [header::HeaderName; 5] = [
+/// current response and answers the client's conditions and ranges itself from it. (A request
+/// with If-Match or If-Unmodified-Since never gets here: it goes upstream as sent.)
+const CLIENT_CONDITIONS: [header::HeaderName; 4] = [
     header::IF_NONE_MATCH,
     header::IF_MODIFIED_SINCE,
     header::IF_RANGE,
-    header::IF_MATCH,
     header::RANGE,
 ];
 
@@ -160,21 +160,34 @@ fn storable_meta(
     })
 }
 
-/// The origin's answer to a conditional request for a stale `entry` (RFC 9111 §4.3.3).
-#[allow(clippy::too_many_arguments)]
+/// What a revalidation was about.
+pub(super) struct Revalidation<'a> {
+    pub(super) entry: &'a Arc<Entry>,
+    pub(super) stale_if_error: bool,
+    pub(super) may_store: bool,
+    /// §4.2.3 request and response times of the conditional request.
+    pub(super) times: (SystemTime, SystemTime),
+}
+
+/// The origin's answer to a conditional request for a stale entry (RFC 9111 §4.3.3).
 pub(super) async fn revalidated(
     cache: &RouteCache,
     parts: &Parts,
     primary: &str,
-    entry: &Arc<Entry>,
-    stale_if_error: bool,
-    may_store: bool,
+    revalidation: Revalidation<'_>,
     result: Result<Response<Body>, Error>,
-    (request_time, response_time): (SystemTime, SystemTime),
     compression: Option<&RouteCompression>,
+    forward: impl FnOnce() -> Forward,
 ) -> Result<Outcome, Error> {
+    let Revalidation {
+        entry,
+        stale_if_error,
+        may_store,
+        times: (request_time, response_time),
+    } = revalidation;
     let meta = entry.meta();
-    let allowed = |failure| stale_if_error && super::stale_on_failure(cache, &meta, failure);
+    let allowed =
+        |failure| stale_if_error && super::stale_on_failure(cache, &meta, &parts.headers, failure);
     let response = match result {
         Ok(response)
             if response.status().is_server_error()
@@ -204,7 +217,8 @@ pub(super) async fn revalidated(
         ));
     }
     // §4.3.4: a 304 that does not match the stored response (or makes it unstorable) leaves
-    // nothing usable stored.
+    // nothing usable stored: the client, who asked no condition of its own, gets the whole
+    // response, fetched again without conditions.
     let fresh =
         policy::freshen(&meta, response.headers(), request_time, response_time).filter(|fresh| {
             policy::storable(
@@ -218,20 +232,48 @@ pub(super) async fn revalidated(
         });
     let Some(fresh) = fresh else {
         cache.zone.invalidate(&entry.primary).await;
-        return Ok(Outcome::new(
-            serve::passed(parts, response),
-            Some(CacheStatus::Expired),
-        ));
+        return refetch(cache, parts, primary, may_store, compression, forward).await;
     };
-    cache.zone.freshen(entry, fresh).await;
+    freshen(cache, entry, fresh).await;
     match serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await {
         Some(outcome) => Ok(outcome),
-        None => Err(Error::new(
-            sluice_core::ErrorKind::BadGateway,
-            sluice_core::Side::Internal,
-            "the revalidated response vanished from the cache; try again",
-        )),
+        // Evicted in between: fetch it whole.
+        None => refetch(cache, parts, primary, may_store, compression, forward).await,
     }
+}
+
+/// The whole response again, unconditionally, stored like a miss's (EXPIRED).
+async fn refetch(
+    cache: &RouteCache,
+    parts: &Parts,
+    primary: &str,
+    may_store: bool,
+    compression: Option<&RouteCompression>,
+    forward: impl FnOnce() -> Forward,
+) -> Result<Outcome, Error> {
+    let request_time = SystemTime::now();
+    let request = upstream_request(parts, compression.is_some(), None);
+    let response = forward()(request).await?;
+    let times = (request_time, SystemTime::now());
+    Ok(response_outcome(
+        cache,
+        parts,
+        primary,
+        may_store,
+        response,
+        times,
+        compression,
+    ))
+}
+
+/// Store `fresh` as `entry`'s headers, and its variants' (RFC 9111 §4.3.4: every stored
+/// response the 304 selects is updated).
+async fn freshen(cache: &RouteCache, entry: &Arc<Entry>, fresh: Meta) {
+    cache.zone.freshen(entry, fresh.clone()).await;
+    cache
+        .zone
+        .freshen_variants(entry, |v| variant::meta(&fresh, v.coding))
+        .await;
 }
 
 /// A new response in place of a stale one (EXPIRED): stored like a miss's.
@@ -304,7 +346,11 @@ pub(super) fn refresh_in_background(
         match sent {
             Ok(response) if response.status() == StatusCode::NOT_MODIFIED => {
                 match policy::freshen(&meta, response.headers(), request_time, response_time) {
-                    Some(fresh) => zone.freshen(&entry, fresh).await,
+                    Some(fresh) => {
+                        zone.freshen(&entry, fresh.clone()).await;
+                        zone.freshen_variants(&entry, |v| variant::meta(&fresh, v.coding))
+                            .await;
+                    }
                     None => {
                         zone.invalidate(&entry.primary).await;
                     }

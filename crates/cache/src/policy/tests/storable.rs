@@ -148,6 +148,26 @@ fn s3_needs_public_explicit_expiration_or_a_heuristically_cacheable_status() {
         check_with(&Method::GET, &[], 500, &[], &settings),
         Err(NotStorable::NoFreshness)
     );
+    // A zero lifetime is "do not store" (nginx's `proxy_cache_valid 404 0`) for responses
+    // without freshness of their own, even with a validator; explicit freshness still counts.
+    let zero = Settings {
+        valid: vec![(StatusMatch::Code(StatusCode::NOT_FOUND), secs(0))],
+        ..Settings::default()
+    };
+    assert_eq!(
+        check_with(&Method::GET, &[], 404, &[("etag", "\"a\"")], &zero),
+        Err(NotStorable::NoFreshness)
+    );
+    assert_eq!(
+        check_with(
+            &Method::GET,
+            &[],
+            404,
+            &[("cache-control", "max-age=5")],
+            &zero
+        ),
+        Ok(())
+    );
 }
 
 #[test]
