@@ -86,10 +86,11 @@ impl Pipeline {
         }
         if let (Some(cache), Handler::Proxy(proxy)) = (&route.cache, &route.handler) {
             let forward = || crate::cache::forward_through(proxy.clone(), ctx.client);
-            match cache
-                .lookup(req, ctx.tls(), route.compression.as_ref(), forward)
-                .await
-            {
+            // Boxed: the cache's futures are large, and only cached routes should pay for them
+            // in the size of every request's future.
+            let lookup =
+                Box::pin(cache.lookup(req, ctx.tls(), route.compression.as_ref(), forward));
+            match lookup.await {
                 Lookup::Answered(outcome) => {
                     ctx.cache = outcome.status;
                     return Next::Answered(outcome.response);
@@ -160,10 +161,13 @@ impl Pipeline {
                     Some(proxy) => crate::cache::forward_through(proxy, client),
                     None => crate::cache::unreachable_forward(),
                 };
-                match cache
-                    .complete(ticket, acted.map_err(|(err, _)| err), compression, forward)
-                    .await
-                {
+                let completed = Box::pin(cache.complete(
+                    ticket,
+                    acted.map_err(|(err, _)| err),
+                    compression,
+                    forward,
+                ));
+                match completed.await {
                     Ok(outcome) => {
                         ctx.cache = outcome.status;
                         Ok(outcome.response)

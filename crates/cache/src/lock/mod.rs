@@ -365,12 +365,16 @@ impl<K: Eq + Hash + Clone, H> Publisher<K, H> {
     }
 
     /// The stored object is committed (or not): requests from now on look it up instead of
-    /// joining this flight.
+    /// joining this flight, and the readers still here keep only what they have yet to read
+    /// (a slow client does not hold the whole body in memory once it is stored).
     pub fn done(mut self) {
         self.finish_body(true);
         if let Some(flight) = self.flight.take() {
             self.flights.remove(&self.key, &flight);
         }
+        let mut state = lock(&self.shared.body);
+        state.trimming = true;
+        state.trim();
     }
 
     fn finish_body(&mut self, whole: bool) {

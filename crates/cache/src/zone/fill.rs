@@ -19,6 +19,11 @@ use crate::lock::Publisher;
 use crate::meta::Meta;
 use crate::storage::{ObjectId, ObjectWriter};
 
+/// Bytes of a body held in full for the readers of its flight: past this, the flight is
+/// detached (late requests go upstream; readers keep only what they have yet to read), so a
+/// large object stored on disk is never held whole in memory.
+pub const FANOUT_LIMIT: u64 = 16 * 1024 * 1024;
+
 /// How a fill ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FillOutcome {
@@ -39,9 +44,10 @@ pub(super) fn spawn(
     meta: Meta,
     body: Body,
     variant: Option<(Arc<Entry>, ContentCoding)>,
+    epoch: u64,
 ) {
     tokio::spawn(async move {
-        let outcome = run(&zone, publisher, id, meta, body, variant).await;
+        let outcome = run(&zone, publisher, id, meta, body, (variant, epoch)).await;
         tracing::trace!(zone = %zone.name(), ?id, ?outcome, "fill ended");
     });
 }
@@ -52,7 +58,7 @@ async fn run(
     id: ObjectId,
     mut meta: Meta,
     mut body: Body,
-    variant: Option<(Arc<Entry>, ContentCoding)>,
+    (variant, epoch): (Option<(Arc<Entry>, ContentCoding)>, u64),
 ) -> FillOutcome {
     let max = zone.settings.max_object_size;
     let expected = http_body::Body::size_hint(&body).exact();
@@ -62,7 +68,8 @@ async fn run(
     } else {
         open_writer(zone, id, expected).await
     };
-    if writer.is_none() {
+    let mut detached = writer.is_none();
+    if detached {
         publisher.detach();
     }
     let mut len = 0u64;
@@ -85,9 +92,16 @@ async fn run(
             }
         };
         len += data.len() as u64;
+        if len > FANOUT_LIMIT && !detached {
+            // Still storing, but no longer holding the whole body for readers that may join
+            // late: they go upstream, and the readers here keep only what they have not read.
+            detached = true;
+            publisher.detach();
+        }
         if len > max && writer.is_some() {
             Stats::add(&zone.stats.too_large, 1);
             writer = None;
+            detached = true;
             publisher.detach();
         }
         if let Some(w) = writer.as_mut()
@@ -95,6 +109,7 @@ async fn run(
         {
             storage_failed(zone, "writing", &err);
             writer = None;
+            detached = true;
             publisher.detach();
         }
         publisher.push(data);
@@ -105,10 +120,17 @@ async fn run(
         Some(writer) => {
             meta.body_len = len;
             let meta = Arc::new(meta);
-            match writer.finish(meta.encode()).await {
+            let blob = meta.encode();
+            match writer.finish(blob.clone()).await {
+                // Purged or invalidated since the request went upstream: what arrived may be
+                // what the purge meant to remove.
+                Ok(()) if zone.epoch() != epoch => {
+                    let _ = zone.storage.remove(id).await;
+                    FillOutcome::NotStored
+                }
                 Ok(()) => {
                     Stats::add(&zone.stats.stored, 1);
-                    zone.commit(id, meta, len, variant);
+                    zone.commit(id, meta, blob, len, variant);
                     FillOutcome::Stored
                 }
                 Err(err) => {

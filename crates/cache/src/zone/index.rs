@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::Bytes;
 use http::HeaderMap;
 use sluice_core::ContentCoding;
 
@@ -31,6 +32,9 @@ pub struct Entry {
 
 struct EntryState {
     meta: Arc<Meta>,
+    /// `meta` as stored: compared with what storage returns, so a body replaced under the
+    /// same id meanwhile is never sent with these headers.
+    blob: Bytes,
     rule: VaryRule,
     variants: Vec<Variant>,
 }
@@ -41,11 +45,13 @@ pub struct Variant {
     pub coding: ContentCoding,
     pub id: ObjectId,
     pub meta: Arc<Meta>,
+    /// `meta` as stored (see `EntryState::blob`).
+    pub blob: Bytes,
     pub body_len: u64,
 }
 
 impl Entry {
-    fn new(id: ObjectId, meta: Arc<Meta>, body_len: u64) -> Self {
+    fn new(id: ObjectId, meta: Arc<Meta>, blob: Bytes, body_len: u64) -> Self {
         Self {
             id,
             primary: meta.primary_key.clone(),
@@ -54,6 +60,7 @@ impl Entry {
             state: Mutex::new(EntryState {
                 rule: VaryRule::of(&meta.headers),
                 meta,
+                blob,
                 variants: Vec::new(),
             }),
             refreshing: AtomicBool::new(false),
@@ -65,10 +72,17 @@ impl Entry {
         lock(&self.state).meta.clone()
     }
 
-    pub(super) fn set_meta(&self, meta: Arc<Meta>) {
+    /// The stored metadata and its stored bytes, read together.
+    pub fn meta_and_blob(&self) -> (Arc<Meta>, Bytes) {
+        let state = lock(&self.state);
+        (state.meta.clone(), state.blob.clone())
+    }
+
+    pub(super) fn set_meta(&self, meta: Arc<Meta>, blob: Bytes) {
         let mut state = lock(&self.state);
         state.rule = VaryRule::of(&meta.headers);
         state.meta = meta;
+        state.blob = blob;
     }
 
     /// The stored variant in `coding`, if it has been made.
@@ -85,10 +99,11 @@ impl Entry {
         lock(&self.state).variants.clone()
     }
 
-    pub(super) fn set_variant_meta(&self, coding: ContentCoding, meta: Arc<Meta>) {
+    pub(super) fn set_variant_meta(&self, coding: ContentCoding, meta: Arc<Meta>, blob: Bytes) {
         let mut state = lock(&self.state);
         if let Some(variant) = state.variants.iter_mut().find(|v| v.coding == coding) {
             variant.meta = meta;
+            variant.blob = blob;
         }
     }
 
@@ -111,6 +126,11 @@ impl Entry {
     }
 }
 
+/// Most stored responses per primary key (one per secondary key): `Vary` on a field with many
+/// values (User-Agent, Cookie) must not grow one key's list, which every lookup scans, without
+/// bound.
+pub const MAX_PER_KEY: usize = 32;
+
 /// Whose an object is, so an eviction finds what to forget.
 enum Owner {
     Source { primary: String },
@@ -122,7 +142,7 @@ struct Inner {
     primaries: HashMap<String, Vec<Arc<Entry>>>,
     objects: HashMap<ObjectId, Owner>,
     /// Variants read back at start-up before their source was: attached by `orphans`.
-    restored_variants: Vec<(ObjectId, Meta)>,
+    restored_variants: Vec<(ObjectId, Meta, Bytes)>,
     sources: usize,
 }
 
@@ -160,31 +180,49 @@ impl Index {
         lock(&self.inner).sources
     }
 
-    /// Add a committed source; returns the variant objects of the entry it replaces.
+    /// Add a committed source; returns the objects it makes obsolete, to be removed from
+    /// storage: the variants of the entry it replaces, and the entries of the same primary key
+    /// with another `Vary` rule (RFC 9111 §4.1: the most recent response decides how the
+    /// resource varies; an older rule would otherwise keep matching and shadow this one).
+    /// At most [`MAX_PER_KEY`] responses are kept per primary key, the oldest going first.
     pub(super) fn insert_source(
         &self,
         id: ObjectId,
         meta: Arc<Meta>,
+        blob: Bytes,
         body_len: u64,
     ) -> Vec<ObjectId> {
-        let entry = Arc::new(Entry::new(id, meta, body_len));
+        let entry = Arc::new(Entry::new(id, meta, blob, body_len));
+        let rule = lock(&entry.state).rule.clone();
         let mut inner = lock(&self.inner);
-        let mut replaced = Vec::new();
         let primary = entry.primary.clone();
         let list = inner.primaries.entry(primary.clone()).or_default();
-        if let Some(old) = list.iter().position(|e| e.id == id) {
-            let old = list.remove(old);
-            replaced.extend(lock(&old.state).variants.iter().map(|v| v.id));
-        } else {
-            inner.sources += 1;
+        let mut dropped = Vec::new();
+        list.retain(|e| {
+            let keep = e.id != id && lock(&e.state).rule == rule;
+            if !keep {
+                dropped.push(e.clone());
+            }
+            keep
+        });
+        while list.len() >= MAX_PER_KEY {
+            dropped.push(list.remove(0));
         }
-        let list = inner.primaries.entry(primary.clone()).or_default();
         list.push(entry);
-        for variant in &replaced {
-            inner.objects.remove(variant);
+        let mut obsolete = Vec::new();
+        inner.sources = inner.sources.saturating_sub(dropped.len()) + 1;
+        for old in dropped {
+            if old.id != id {
+                inner.objects.remove(&old.id);
+                obsolete.push(old.id);
+            }
+            for variant in &lock(&old.state).variants {
+                inner.objects.remove(&variant.id);
+                obsolete.push(variant.id);
+            }
         }
         inner.objects.insert(id, Owner::Source { primary });
-        replaced
+        obsolete
     }
 
     /// Add a committed variant to `entry`, unless `entry` is no longer the stored one.
@@ -211,13 +249,22 @@ impl Index {
     }
 
     /// An object read back at start-up.
-    pub(super) fn restore(&self, id: ObjectId, meta: Meta) {
+    pub(super) fn restore(&self, id: ObjectId, meta: Meta, blob: Bytes) {
         if id == Zone::source_id(&meta.primary_key, meta.vary_key.as_str()) {
             let body_len = meta.body_len;
-            self.insert_source(id, Arc::new(meta), body_len);
+            self.insert_source(id, Arc::new(meta), blob, body_len);
         } else {
-            lock(&self.inner).restored_variants.push((id, meta));
+            lock(&self.inner).restored_variants.push((id, meta, blob));
         }
+    }
+
+    /// Whether `entry` is still the one stored under its keys (not replaced, removed, evicted).
+    pub(super) fn is_current(&self, entry: &Arc<Entry>) -> bool {
+        let inner = lock(&self.inner);
+        inner
+            .primaries
+            .get(&entry.primary)
+            .is_some_and(|list| list.iter().any(|e| Arc::ptr_eq(e, entry)))
     }
 
     /// Attach the variants read back at start-up to their sources; returns the ids of those
@@ -225,12 +272,13 @@ impl Index {
     pub(super) fn orphans(&self) -> Vec<ObjectId> {
         let restored = std::mem::take(&mut lock(&self.inner).restored_variants);
         let mut orphans = Vec::new();
-        for (id, meta) in restored {
+        for (id, meta, blob) in restored {
             let coding = ContentCoding::from_token(&meta.variant);
-            let entry = self
-                .entries(&meta.primary_key)
-                .into_iter()
-                .find(|e| e.vary_key == meta.vary_key);
+            // A variant is made of one response and carries its receive time (kept in step
+            // when both are freshened): one made of an older response is an orphan.
+            let entry = self.entries(&meta.primary_key).into_iter().find(|e| {
+                e.vary_key == meta.vary_key && e.meta().response_time == meta.response_time
+            });
             match (coding, entry) {
                 (Some(coding), Some(entry))
                     if id
@@ -241,6 +289,7 @@ impl Index {
                         coding,
                         id,
                         meta: Arc::new(meta),
+                        blob,
                         body_len,
                     };
                     self.insert_variant(&entry, variant);

@@ -54,6 +54,8 @@ pub struct Zone {
     index: Arc<Index>,
     flights: ZoneFlights,
     stats: Arc<Stats>,
+    /// Bumped by every invalidation and purge; a fill that started before commits nothing.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 impl Zone {
@@ -69,7 +71,7 @@ impl Zone {
         let mut dropped = Vec::new();
         for object in listed {
             match Meta::decode(&object.meta) {
-                Ok(meta) => index.restore(object.id, meta),
+                Ok(meta) => index.restore(object.id, meta, object.meta.clone()),
                 Err(err) => {
                     tracing::warn!(zone = %settings.name, "dropping a stored object whose metadata does not decode: {err}");
                     dropped.push(object.id);
@@ -85,6 +87,7 @@ impl Zone {
             index,
             flights: Flights::new(),
             stats: Arc::new(Stats::default()),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 
@@ -150,15 +153,24 @@ impl Zone {
         self.flights.join(id)
     }
 
+    /// The invalidation epoch: take it when a request goes upstream, hand it to
+    /// [`Zone::store_source`] / [`Zone::store_variant`].
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The flights in progress (tests).
     pub fn flights(&self) -> &ZoneFlights {
         &self.flights
     }
 
-    /// Read a stored object's body. `None`: it is gone (evicted, or the disk lost it); the index
-    /// forgets it and the caller goes on as for a miss.
-    pub async fn body(&self, id: ObjectId) -> Option<(u64, Body)> {
+    /// Read a stored object's body, if it is still the one whose stored metadata is
+    /// `expected` (another response may have been stored under the same id meanwhile: its body
+    /// must not go out with the old headers). `None`: gone (evicted, lost by the disk: the index
+    /// forgets it) or replaced; the caller goes on as for a miss.
+    pub async fn body(&self, id: ObjectId, expected: &Bytes) -> Option<(u64, Body)> {
         match self.storage.get(id).await {
+            Ok(Some(object)) if object.meta != *expected => None,
             Ok(Some(object)) => {
                 let body = match object.body {
                     StoredBody::Memory(bytes) => Body::full(bytes),
@@ -191,9 +203,10 @@ impl Zone {
         publisher: Publisher<ObjectId, Head>,
         meta: Meta,
         body: Body,
+        epoch: u64,
     ) {
         let id = Self::source_id(&meta.primary_key, meta.vary_key.as_str());
-        fill::spawn(self.clone(), publisher, id, meta, body, None);
+        fill::spawn(self.clone(), publisher, id, meta, body, None, epoch);
     }
 
     /// Store a variant of `entry` in `coding` from `body` (the source transformed by the
@@ -208,21 +221,20 @@ impl Zone {
     ) {
         let id = Self::variant_id(&meta.primary_key, meta.vary_key.as_str(), coding);
         self.stats.variant_made(coding);
-        fill::spawn(
-            self.clone(),
-            publisher,
-            id,
-            meta,
-            body,
-            Some((entry, coding)),
-        );
+        let epoch = self.epoch();
+        let variant = Some((entry, coding));
+        fill::spawn(self.clone(), publisher, id, meta, body, variant, epoch);
     }
 
     /// Replace the stored headers of `entry` (a 304 from the origin, RFC 9111 §4.3.4); the
     /// body and variants stay.
     pub async fn freshen(&self, entry: &Arc<Entry>, meta: Meta) {
+        // Replaced meanwhile: these headers describe a body that is no longer stored.
+        if !self.index.is_current(entry) {
+            return;
+        }
         let blob = meta.encode();
-        entry.set_meta(Arc::new(meta));
+        entry.set_meta(Arc::new(meta), blob.clone());
         if let Err(err) = self.storage.update_meta(entry.id, blob).await {
             tracing::warn!(zone = %self.settings.name, "updating stored headers failed: {err}");
         }
@@ -232,11 +244,14 @@ impl Zone {
     /// variant is the same response in another coding, so it carries the new `Date`,
     /// `Cache-Control`, ... too. `meta_of` makes a variant's headers from the fresh source's.
     pub async fn freshen_variants(&self, entry: &Arc<Entry>, meta_of: impl Fn(&Variant) -> Meta) {
+        if !self.index.is_current(entry) {
+            return;
+        }
         for variant in entry.variants() {
             let mut meta = meta_of(&variant);
             meta.body_len = variant.body_len;
             let blob = meta.encode();
-            entry.set_variant_meta(variant.coding, Arc::new(meta));
+            entry.set_variant_meta(variant.coding, Arc::new(meta), blob.clone());
             if let Err(err) = self.storage.update_meta(variant.id, blob).await {
                 tracing::warn!(zone = %self.settings.name, "updating a variant's stored headers failed: {err}");
             }
@@ -256,6 +271,7 @@ impl Zone {
     }
 
     async fn remove_objects(&self, ids: Vec<(ObjectId, bool)>) -> usize {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let mut entries = 0;
         for (id, is_source) in ids {
             entries += usize::from(is_source);
@@ -280,12 +296,13 @@ impl Zone {
         &self,
         id: ObjectId,
         meta: Arc<Meta>,
+        blob: Bytes,
         body_len: u64,
         variant: Option<(Arc<Entry>, ContentCoding)>,
     ) {
         match variant {
             None => {
-                let replaced = self.index.insert_source(id, meta, body_len);
+                let replaced = self.index.insert_source(id, meta, blob, body_len);
                 // The old response's variants are of a representation that is no more.
                 for old in replaced {
                     let storage = self.storage.clone();
@@ -301,6 +318,7 @@ impl Zone {
                         coding,
                         id,
                         meta,
+                        blob,
                         body_len,
                     },
                 ) {

@@ -41,6 +41,7 @@ use sluice_core::{Body, ContentCoding, Error, ErrorKind};
 
 use crate::compress::RouteCompression;
 use conditions::Condition;
+use serve::FromFlight;
 
 /// Forwards one request upstream (the route's proxy, with the client it came from).
 pub type Forward =
@@ -56,7 +57,9 @@ pub struct RouteCache {
     bypass: Vec<Condition>,
     no_store: Vec<Condition>,
     min_uses: u32,
-    uses: quick_cache::sync::Cache<String, u32>,
+    uses: quick_cache::sync::Cache<u64, u32>,
+    /// Keys whose responses were not storable, until when (see [`RouteCache::passing`]).
+    passes: quick_cache::sync::Cache<u64, std::time::Instant>,
     /// `None`: collapsing off.
     lock_timeout: Option<Duration>,
     methods: sluice_config::CacheMethods,
@@ -89,6 +92,9 @@ pub struct Ticket {
     parts: Parts,
     /// RFC 9111 §4.2.3 `request_time`.
     request_time: SystemTime,
+    /// The zone's invalidation epoch when the request went upstream: a purge or an unsafe
+    /// method meanwhile means its response is not stored.
+    epoch: u64,
 }
 
 enum Kind {
@@ -120,6 +126,7 @@ impl Ticket {
             primary: String::new(),
             parts,
             request_time: SystemTime::now(),
+            epoch: 0,
         }
     }
 }
@@ -136,6 +143,24 @@ pub fn forward_through(
             proxy.handle(client, request, &mut timing).await
         })
     })
+}
+
+/// The host of the cache key: the authority as received (`:authority` or `Host`), port
+/// included. The key drops only the scheme's default port: the upstream sees the port too, and
+/// a response built from `Host` (absolute links, redirects) must not be served for another.
+fn key_authority(parts: &Parts) -> &str {
+    parts
+        .uri
+        .authority()
+        .map(http::uri::Authority::as_str)
+        .or_else(|| {
+            parts
+                .headers
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+        })
+        .unwrap_or_default()
+        .trim()
 }
 
 /// A [`Forward`] for a route without a proxy (never used: only proxy routes have a cache).
@@ -214,6 +239,7 @@ impl RouteCache {
             no_store: config.no_store.iter().map(Condition::from).collect(),
             min_uses: config.min_uses,
             uses: quick_cache::sync::Cache::new(16 * 1024),
+            passes: quick_cache::sync::Cache::new(16 * 1024),
             lock_timeout: config.lock_timeout,
             methods: config.methods,
             status_header: config.status_header.clone(),
@@ -247,12 +273,12 @@ impl RouteCache {
             return Lookup::Upstream(Ticket::uncached(parts, tls));
         }
         let scheme = if tls { "https" } else { "http" };
-        let host = crate::host::request_host_parts(&parts).unwrap_or_default();
-        let primary = primary_key(&self.key, scheme, &host, &parts.uri, &parts.headers);
+        let host = key_authority(&parts);
+        let primary = primary_key(&self.key, scheme, host, &parts.uri, &parts.headers);
         let directives = RequestDirectives::parse(&parts.headers);
-        let may_store = !directives.no_store
-            && !self.no_store.iter().any(|c| c.matches(&parts.headers))
-            && self.used_enough(&primary);
+        let may_store =
+            !directives.no_store && !self.no_store.iter().any(|c| c.matches(&parts.headers));
+        let epoch = self.zone.epoch();
         let miss = |leader, may_store, status| {
             Lookup::Upstream(Ticket {
                 kind: Kind::Fetch {
@@ -263,10 +289,15 @@ impl RouteCache {
                 primary: primary.clone(),
                 parts: parts.clone(),
                 request_time: SystemTime::now(),
+                epoch,
             })
         };
         if self.bypass.iter().any(|c| c.matches(&parts.headers)) {
-            return miss(None, may_store, CacheStatus::Bypass);
+            return miss(
+                None,
+                may_store && self.used_enough(&primary),
+                CacheStatus::Bypass,
+            );
         }
         let mut forward = Some(forward);
         for _ in 0..ROUNDS {
@@ -295,6 +326,14 @@ impl RouteCache {
                     Some(CacheStatus::Miss),
                 )));
             }
+            // min_uses counts misses only: a hit has been stored already.
+            let may_store = may_store && self.used_enough(&primary);
+            if !may_store || self.passing(&primary) {
+                // Nothing will be stored (the request says no-store, min_uses is not reached, or
+                // this key's responses were not storable a moment ago): upstream as sent, not
+                // collapsed behind other requests.
+                return miss(None, false, CacheStatus::Miss);
+            }
             let Some(lock_timeout) = self.lock_timeout else {
                 // Collapsing off: every miss goes upstream, and each may store.
                 return miss(None, may_store, CacheStatus::Miss);
@@ -305,14 +344,15 @@ impl RouteCache {
                     Stats::add(&self.zone.stats().collapsed, 1);
                     match follower.wait(lock_timeout).await {
                         Waited::Ready(shared) => {
-                            if let Some(outcome) =
-                                serve::from_flight(self, &parts, &shared, compression)
-                            {
-                                return Lookup::Answered(self.finish(outcome));
+                            match serve::from_flight(&parts, &shared, compression) {
+                                FromFlight::Served(outcome) => {
+                                    return Lookup::Answered(self.finish(outcome));
+                                }
+                                FromFlight::Gone => continue,
+                                // Another variant of the resource (Vary), or a coding this
+                                // client does not take: upstream alone.
+                                FromFlight::NotMine => break,
                             }
-                            // Another variant of the resource (Vary), or the body is no longer
-                            // readable from its start: go upstream alone.
-                            break;
                         }
                         Waited::Released => continue,
                         Waited::TimedOut => {
@@ -382,6 +422,7 @@ impl RouteCache {
                     primary: primary.to_string(),
                     parts: parts.clone(),
                     request_time: now,
+                    epoch: self.zone.epoch(),
                 }));
             }
         };
@@ -405,6 +446,7 @@ impl RouteCache {
             kind,
             primary,
             parts,
+            epoch,
             ..
         } = ticket;
         let outcome = match kind {
@@ -446,6 +488,7 @@ impl RouteCache {
                     response,
                     times,
                     compression,
+                    epoch,
                 )
             }
             Kind::Revalidate {
@@ -458,6 +501,7 @@ impl RouteCache {
                     stale_if_error: if_error,
                     may_store,
                     times,
+                    epoch,
                 };
                 store::revalidated(
                     self,
@@ -509,9 +553,7 @@ impl RouteCache {
     /// of its target URI and of a same-origin `Location` / `Content-Location`.
     async fn invalidate(&self, parts: &Parts, tls: bool, targets: Vec<http::Uri>) {
         let scheme = if tls { "https" } else { "http" };
-        let host = crate::host::request_host_parts(parts)
-            .unwrap_or_default()
-            .into_owned();
+        let host = key_authority(parts).to_string();
         for target in targets {
             if let Some(key) = reference_key(&self.key, scheme, &host, &target, &parts.headers) {
                 self.zone.invalidate(&key).await;
@@ -519,14 +561,30 @@ impl RouteCache {
         }
     }
 
-    /// `min_uses`: store a key only once it has been asked for this many times.
+    /// `min_uses`: store a key only once it has missed this many times. Counted by a hash of
+    /// the key in a bounded map: one-off URLs age out, and a long URL costs 8 bytes.
     fn used_enough(&self, primary: &str) -> bool {
         if self.min_uses <= 1 {
             return true;
         }
-        let uses = self.uses.get(primary).unwrap_or(0).saturating_add(1);
-        self.uses.insert(primary.to_string(), uses);
+        let key = key_hash(primary);
+        let uses = self.uses.get(&key).unwrap_or(0).saturating_add(1);
+        self.uses.insert(key, uses);
         uses >= self.min_uses
+    }
+
+    /// Whether `primary`'s last response was not storable, recently: its requests go upstream
+    /// at once instead of queueing behind each other's misses (Varnish's hit-for-miss).
+    fn passing(&self, primary: &str) -> bool {
+        self.passes
+            .get(&key_hash(primary))
+            .is_some_and(|until| until > std::time::Instant::now())
+    }
+
+    /// Remember that `primary`'s response was not storable, for [`PASS_FOR`].
+    pub(crate) fn mark_pass(&self, primary: &str) {
+        self.passes
+            .insert(key_hash(primary), std::time::Instant::now() + PASS_FOR);
     }
 
     /// Count the outcome and say it in the status header.
@@ -552,6 +610,14 @@ impl RouteCache {
     fn level(&self, coding: ContentCoding) -> Option<i32> {
         self.levels[coding.index()]
     }
+}
+
+/// How long a key whose response was not storable skips collapsing.
+const PASS_FOR: Duration = Duration::from_secs(10);
+
+fn key_hash(primary: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(primary)
 }
 
 /// The flight key of a miss on `primary`: before the response arrives its `Vary` is unknown,

@@ -15,6 +15,8 @@ use sluice_cache::vary::{AcceptEncodingKey, VaryRule, vary_key};
 use sluice_cache::zone::{CacheStatus, Entry, Head, Stats};
 use sluice_core::{Body, ContentCoding};
 use sluice_http::compress_policy::{Precompressed, add_vary};
+use sluice_http::encoding::{Negotiated, negotiate_fields};
+use sluice_http::static_files::range::RangeDecision;
 
 use super::{Outcome, RouteCache, variant};
 use crate::compress::RouteCompression;
@@ -68,29 +70,72 @@ pub(super) async fn entry(
     status: CacheStatus,
     compression: Option<&RouteCompression>,
 ) -> Option<Outcome> {
-    let source = entry.meta();
+    let (source, source_blob) = entry.meta_and_blob();
+    if compression.is_none() && !accepted_as_stored(parts, &source) {
+        // An encoded response stored without `Vary: Accept-Encoding` (the origin's mistake)
+        // is not sent to a client that cannot decode it: it goes upstream on its own.
+        return None;
+    }
     let target = target_coding(parts, &source, compression);
-    let (meta, body_len, id) = match target {
-        None => (source.clone(), entry.body_len, entry.id),
+    let (meta, blob, body_len, id) = match target {
+        None => (source.clone(), source_blob, entry.body_len, entry.id),
         Some(coding) => match entry.variant(coding) {
-            Some(variant) => (variant.meta.clone(), variant.body_len, variant.id),
-            None => return made(cache, parts, entry, &source, coding, status, compression).await,
+            Some(variant) => (variant.meta, variant.blob, variant.body_len, variant.id),
+            None => {
+                let made = made(
+                    cache,
+                    parts,
+                    entry,
+                    (&source, &source_blob),
+                    coding,
+                    compression,
+                );
+                return made
+                    .await
+                    .map(|response| Outcome::new(response, Some(status)));
+            }
         },
     };
     let mut response = head_of(&meta, &source, compression.is_some());
     if let Some(not_modified) = conditional(parts, &meta, &response) {
         return Some(Outcome::new(not_modified, Some(status)));
     }
-    set_length(response.headers_mut(), body_len);
+    // RFC 9110 §8.6: never on a 204 (nor a 1xx or 304, which are not stored).
+    if meta.status != StatusCode::NO_CONTENT {
+        set_length(response.headers_mut(), body_len);
+    }
     if parts.method == Method::HEAD {
         return Some(Outcome::new(response, Some(status)));
     }
     let range = super::range::decision(parts, meta.status, &meta.headers, body_len);
-    let (_, body) = cache.zone.body(id).await?;
-    Stats::add(&cache.zone.stats().bytes_served, body_len);
+    let (_, body) = cache.zone.body(id, &blob).await?;
+    let sent = match range {
+        RangeDecision::Whole => body_len,
+        RangeDecision::Partial { start, end } => end - start + 1,
+        RangeDecision::Unsatisfiable => 0,
+    };
+    Stats::add(&cache.zone.stats().bytes_served, sent);
     *response.body_mut() = body;
     super::range::apply(&mut response, range, body_len);
     Some(Outcome::new(response, Some(status)))
+}
+
+/// Whether the client accepts the stored response's content coding (identity always counts:
+/// RFC 9110 §12.5.3 lets a server send it whatever `Accept-Encoding` says).
+fn accepted_as_stored(parts: &Parts, source: &Meta) -> bool {
+    match coding_of(&source.headers) {
+        Some(ContentCoding::Identity) => true,
+        Some(coding) => {
+            let lines = parts
+                .headers
+                .get_all(header::ACCEPT_ENCODING)
+                .iter()
+                .map(HeaderValue::as_bytes);
+            negotiate_fields(lines, &[coding]) == Negotiated::Use(coding)
+        }
+        // Stacked or unknown codings: only as stored, and only to who asked for them.
+        None => false,
+    }
 }
 
 /// The coding to serve from `source`, `None` meaning the source as stored.
@@ -117,15 +162,14 @@ async fn made(
     cache: &RouteCache,
     parts: &Parts,
     entry: &Arc<Entry>,
-    source: &Arc<Meta>,
+    (source, source_blob): (&Arc<Meta>, &bytes::Bytes),
     coding: ContentCoding,
-    status: CacheStatus,
     compression: Option<&RouteCompression>,
-) -> Option<Outcome> {
+) -> Option<Response<Body>> {
     let id = sluice_cache::zone::Zone::variant_id(&entry.primary, entry.vary_key.as_str(), coding);
     let shared = match cache.zone.join(id) {
         Join::Leader(leader) => {
-            let (_, source_body) = cache.zone.body(entry.id).await?;
+            let (_, source_body) = cache.zone.body(entry.id, source_blob).await?;
             let stored = coding_of(&source.headers)?;
             let body = variant::transform(source_body, stored, coding, cache.level(coding));
             let meta = variant::meta(source, coding);
@@ -144,12 +188,12 @@ async fn made(
     let reader = shared.reader()?;
     let mut response = head_of(&shared.head, source, compression.is_some());
     if let Some(not_modified) = conditional(parts, &shared.head, &response) {
-        return Some(Outcome::new(not_modified, Some(status)));
+        return Some(not_modified);
     }
     if parts.method != Method::HEAD {
         *response.body_mut() = Body::stream(reader);
     }
-    Some(Outcome::new(response, Some(status)))
+    Some(response)
 }
 
 /// The head of a response from stored `meta` (a variant's or the source's); `Age` is the
@@ -213,25 +257,36 @@ pub(super) fn from_reader(
     Response::from_parts(head, body)
 }
 
+/// What a follower of a miss makes of the leader's response.
+pub(super) enum FromFlight {
+    Served(Outcome),
+    /// Its body can no longer be read from the start (it is stored by now, or too large to
+    /// hold): look the key up again.
+    Gone,
+    /// Not for this request (another `Vary` variant, or a coding it does not accept): go
+    /// upstream alone.
+    NotMine,
+}
+
 /// A follower of a miss: serve the leader's response if it is the variant this request would
-/// get (§4.1), reading its body as it arrives. `None`: go upstream instead.
+/// get (§4.1), reading its body as it arrives.
 pub(super) fn from_flight(
-    cache: &RouteCache,
     parts: &Parts,
     shared: &Arc<Shared<Head>>,
     compression: Option<&RouteCompression>,
-) -> Option<Outcome> {
+) -> FromFlight {
     let meta = &shared.head;
-    let rule = VaryRule::of(&meta.headers);
-    let key = vary_key(
-        &rule,
-        &parts.headers,
-        accept_encoding_key(&parts.headers, compression),
-    )?;
-    if key != meta.vary_key {
-        return None;
+    if !accepted_as_stored(parts, meta) {
+        return FromFlight::NotMine;
     }
-    let reader = shared.reader()?;
+    let rule = VaryRule::of(&meta.headers);
+    let ae = accept_encoding_key(&parts.headers, compression);
+    if vary_key(&rule, &parts.headers, ae).is_none_or(|key| key != meta.vary_key) {
+        return FromFlight::NotMine;
+    }
+    let Some(reader) = shared.reader() else {
+        return FromFlight::Gone;
+    };
     let mut response = Response::new(Body::Empty);
     *response.status_mut() = meta.status;
     *response.headers_mut() = meta.headers.clone();
@@ -243,6 +298,5 @@ pub(super) fn from_flight(
     if parts.method != Method::HEAD {
         *response.body_mut() = Body::stream(reader.with_len(len));
     }
-    let _ = cache;
-    Some(Outcome::new(response, Some(CacheStatus::Hit)))
+    FromFlight::Served(Outcome::new(response, Some(CacheStatus::Hit)))
 }

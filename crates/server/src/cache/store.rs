@@ -72,6 +72,7 @@ pub(super) fn response(
     response: Response<Body>,
     times: (SystemTime, SystemTime),
     compression: Option<&RouteCompression>,
+    epoch: u64,
 ) -> Outcome {
     let meta = if may_store {
         storable_meta(cache, parts, primary, &response, times, compression)
@@ -79,6 +80,10 @@ pub(super) fn response(
         None
     };
     let Some(meta) = meta else {
+        if may_store && leader.is_some() {
+            // Not storable: the next requests for this key go upstream without queueing.
+            cache.mark_pass(primary);
+        }
         drop(leader);
         return Outcome::new(serve::passed(parts, response), Some(status));
     };
@@ -94,7 +99,9 @@ pub(super) fn response(
     let meta = Arc::new(meta);
     let publisher = leader.publish(meta.clone());
     let reader = publisher.shared().reader();
-    cache.zone.store_source(publisher, (*meta).clone(), body);
+    cache
+        .zone
+        .store_source(publisher, (*meta).clone(), body, epoch);
     match reader {
         Some(reader) => Outcome::new(
             serve::from_reader(cache, parts, head, &meta, reader, compression),
@@ -167,6 +174,8 @@ pub(super) struct Revalidation<'a> {
     pub(super) may_store: bool,
     /// §4.2.3 request and response times of the conditional request.
     pub(super) times: (SystemTime, SystemTime),
+    /// The zone's invalidation epoch when the request went upstream.
+    pub(super) epoch: u64,
 }
 
 /// The origin's answer to a conditional request for a stale entry (RFC 9111 §4.3.3).
@@ -184,6 +193,7 @@ pub(super) async fn revalidated(
         stale_if_error,
         may_store,
         times: (request_time, response_time),
+        epoch,
     } = revalidation;
     let meta = entry.meta();
     let allowed =
@@ -212,7 +222,7 @@ pub(super) async fn revalidated(
             primary,
             may_store,
             response,
-            (request_time, response_time),
+            (request_time, response_time, epoch),
             compression,
         ));
     }
@@ -252,9 +262,10 @@ async fn refetch(
     forward: impl FnOnce() -> Forward,
 ) -> Result<Outcome, Error> {
     let request_time = SystemTime::now();
+    let epoch = cache.zone.epoch();
     let request = upstream_request(parts, compression.is_some(), None);
     let response = forward()(request).await?;
-    let times = (request_time, SystemTime::now());
+    let times = (request_time, SystemTime::now(), epoch);
     Ok(response_outcome(
         cache,
         parts,
@@ -283,7 +294,7 @@ fn response_outcome(
     primary: &str,
     may_store: bool,
     response: Response<Body>,
-    times: (SystemTime, SystemTime),
+    (request_time, response_time, epoch): (SystemTime, SystemTime, u64),
     compression: Option<&RouteCompression>,
 ) -> Outcome {
     self::response(
@@ -294,8 +305,9 @@ fn response_outcome(
         may_store,
         CacheStatus::Expired,
         response,
-        times,
+        (request_time, response_time),
         compression,
+        epoch,
     )
 }
 
@@ -341,11 +353,24 @@ pub(super) fn refresh_in_background(
     let policy = cache.policy.clone();
     tokio::spawn(async move {
         let request_time = SystemTime::now();
+        let epoch = zone.epoch();
         let sent = forward(request).await;
         let response_time = SystemTime::now();
         match sent {
             Ok(response) if response.status() == StatusCode::NOT_MODIFIED => {
-                match policy::freshen(&meta, response.headers(), request_time, response_time) {
+                // As in line: a 304 that selects nothing, or now forbids storing, ends the entry.
+                let fresh = policy::freshen(&meta, response.headers(), request_time, response_time)
+                    .filter(|fresh| {
+                        policy::storable(
+                            &Method::GET,
+                            &request_headers,
+                            fresh.status,
+                            &fresh.headers,
+                            &policy,
+                        )
+                        .is_ok()
+                    });
+                match fresh {
                     Some(fresh) => {
                         zone.freshen(&entry, fresh.clone()).await;
                         zone.freshen_variants(&entry, |v| variant::meta(&fresh, v.coding))
@@ -363,7 +388,7 @@ pub(super) fn refresh_in_background(
                     &entry,
                     &request_headers,
                     response,
-                    (request_time, response_time),
+                    (request_time, response_time, epoch),
                 );
             }
             Err(err) => {
@@ -385,7 +410,7 @@ fn store_refreshed(
     entry: &Arc<Entry>,
     request_headers: &HeaderMap,
     response: Response<Body>,
-    (request_time, response_time): (SystemTime, SystemTime),
+    (request_time, response_time, epoch): (SystemTime, SystemTime, u64),
 ) {
     if response.status().is_server_error() {
         return;
@@ -425,5 +450,5 @@ fn store_refreshed(
         body_len: 0,
     };
     let publisher = leader.publish(Arc::new(meta.clone()));
-    zone.store_source(publisher, meta, response.into_body());
+    zone.store_source(publisher, meta, response.into_body(), epoch);
 }

@@ -55,8 +55,11 @@ async fn make(
 }
 
 /// The stored form of the variant of `source` in `coding`: the same response with its own
-/// `Content-Encoding`, no `Content-Length` (set when served), and its own strong `ETag` — the
-/// bytes differ per coding, so validators must too (RFC 9110 §8.8.3).
+/// `Content-Encoding`, no `Content-Length` (set when served), and its own `ETag`: the bytes
+/// differ per coding, so validators must too (RFC 9110 §8.8.3). Weak, like the tags of
+/// responses compressed on the fly: a variant made again (evicted, a new level, a new library)
+/// may differ in its bytes, which a strong tag would promise it does not (a resumed download
+/// with `If-Range` could splice two encodings).
 pub(super) fn meta(source: &Meta, coding: ContentCoding) -> Meta {
     let mut meta = source.clone();
     let headers = &mut meta.headers;
@@ -83,15 +86,12 @@ pub(super) fn meta(source: &Meta, coding: ContentCoding) -> Meta {
     meta
 }
 
-/// `"abc"` → `"abc-gzip"`, `W/"abc"` → `W/"abc-gzip"`; `None` for a malformed tag.
+/// `"abc"` and `W/"abc"` → `W/"abc-gzip"`; `None` for a malformed tag.
 fn variant_etag(etag: &HeaderValue, coding: ContentCoding) -> Option<HeaderValue> {
     let text = etag.to_str().ok()?;
-    let (weak, quoted) = match text.strip_prefix("W/") {
-        Some(rest) => ("W/", rest),
-        None => ("", text),
-    };
+    let quoted = text.strip_prefix("W/").unwrap_or(text);
     let opaque = quoted.strip_prefix('"')?.strip_suffix('"')?;
-    HeaderValue::from_str(&format!("{weak}\"{opaque}-{}\"", coding.as_str())).ok()
+    HeaderValue::from_str(&format!("W/\"{opaque}-{}\"", coding.as_str())).ok()
 }
 
 #[cfg(test)]
@@ -100,11 +100,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn variant_etags_keep_weakness_and_add_the_coding() {
+    fn variant_etags_are_weak_and_name_the_coding() {
         let tag = |s: &'static str| HeaderValue::from_static(s);
         assert_eq!(
             variant_etag(&tag("\"abc\""), ContentCoding::Gzip).unwrap(),
-            "\"abc-gzip\""
+            "W/\"abc-gzip\""
         );
         assert_eq!(
             variant_etag(&tag("W/\"abc\""), ContentCoding::Br).unwrap(),
