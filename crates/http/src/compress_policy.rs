@@ -116,6 +116,16 @@ pub struct NotModifiedOf {
     pub len: u64,
 }
 
+/// Response extension from a producer whose `200` body is a whole representation it can
+/// identify: equal ids mean equal bytes, and the id changes whenever the bytes may have. Static
+/// files set it from the file's device, inode, size, and modification and change times (not
+/// from the ETag, which is whole seconds and shared by two files of one size and second). A
+/// compressing route may then keep what it made from those bytes, per coding, and serve it again
+/// without compressing ("compress once, serve many"); an edited file has a new id, so its old
+/// variants are never hit again. Producers must scope ids to one route: the store is per route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentId(pub [u64; 7]);
+
 impl SkipReason {
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -7,6 +7,13 @@
 //! the request context keeps the request's `Accept-Encoding` past the action (a proxy consumes
 //! the request); [`RouteCompression::apply`] wraps the body, counts decisions and bytes, and
 //! returns what the context keeps for the log. `docs/compression.md` describes the behaviour.
+//!
+//! On static routes the compressed forms of small files are kept (`variants.rs`): a response
+//! marked with a [`ContentId`](sluice_http::compress_policy::ContentId) is compressed once per
+//! coding and then served from memory, decided exactly as on the fly; only how the bytes are
+//! produced differs.
+
+mod variants;
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -26,6 +33,8 @@ use sluice_http::compress_policy::{
 };
 
 use crate::metrics::{CompressBytes, CompressMetrics};
+pub use variants::STORE_BYTES as VARIANT_STORE_BYTES;
+use variants::Variants;
 
 /// A route's compression settings, ready for requests: nothing here is built per request.
 pub struct RouteCompression {
@@ -34,6 +43,8 @@ pub struct RouteCompression {
     levels: [Option<i32>; Compression::ALL.len()],
     flush_delay: Duration,
     metrics: CompressMetrics,
+    /// Variants of static files kept in memory; `None` on other routes.
+    variants: Option<Variants>,
 }
 
 /// What the access log says about compression for one response.
@@ -66,12 +77,22 @@ impl RouteCompression {
             levels,
             flush_delay: config.flush_delay,
             metrics,
+            variants: None,
         }
     }
 
-    /// Decide for `response`, edit its headers and wrap its body accordingly; count and return
-    /// the outcome. `method` and `accept` are the request's.
-    pub fn apply(
+    /// Keep up to `max_bytes` of compressed variants of responses marked with a
+    /// [`ContentId`](sluice_http::compress_policy::ContentId) (a static route's files); 0
+    /// keeps none.
+    pub fn keep_variants(mut self, max_bytes: u64) -> Self {
+        self.variants = Variants::new(max_bytes);
+        self
+    }
+
+    /// Decide for `response`, edit its headers and wrap its body accordingly (or answer it from
+    /// a stored variant, which may mean making that variant first); count and return the
+    /// outcome. `method` and `accept` are the request's.
+    pub async fn apply(
         &self,
         method: &Method,
         accept: &AcceptEncoding,
@@ -79,7 +100,7 @@ impl RouteCompression {
     ) -> Outcome {
         let decision = self.decide(method, accept, response);
         let decision = match decision {
-            Decision::Compress(encoding) => self.compress(method, encoding, response),
+            Decision::Compress(encoding) => self.compress(method, encoding, response).await,
             Decision::Skip(SkipReason::Status) if response.status() == StatusCode::NOT_MODIFIED => {
                 self.not_modified(accept, response);
                 decision
@@ -195,9 +216,9 @@ impl RouteCompression {
         )
     }
 
-    /// Compress the response's body with `encoding`; HEAD gets the headers only (RFC 9110
-    /// §9.3.2). Returns the decision as carried out.
-    fn compress(
+    /// Compress the response's body with `encoding`, from a stored variant when it qualifies;
+    /// HEAD gets the headers only (RFC 9110 §9.3.2). Returns the decision as carried out.
+    async fn compress(
         &self,
         method: &Method,
         encoding: ContentCoding,
@@ -208,6 +229,16 @@ impl RouteCompression {
             add_vary(response.headers_mut());
             return Decision::Skip(SkipReason::NotAccepted);
         };
+        match self.stored(method, algorithm, response).await {
+            Some(Ok(())) => return Decision::Compress(encoding),
+            Some(Err(err)) => {
+                // As when no encoder can be made: identity is always acceptable.
+                tracing::warn!("compressing a {} variant failed: {err}", encoding.as_str());
+                add_vary(response.headers_mut());
+                return Decision::Skip(SkipReason::NotAccepted);
+            }
+            None => {}
+        }
         if method == Method::HEAD {
             apply_headers(response.headers_mut(), encoding);
             // hyper derives a HEAD's `Content-Length` from an in-memory body: that would be
@@ -390,7 +421,9 @@ mod tests {
     async fn a_large_body_is_compressed_and_decodes() {
         let text = "hello compression ".repeat(100);
         let mut response = text_response(text.clone());
-        let outcome = route().apply(&Method::GET, &accept("gzip"), &mut response);
+        let outcome = route()
+            .apply(&Method::GET, &accept("gzip"), &mut response)
+            .await;
         assert_eq!(
             outcome,
             Outcome {
@@ -406,33 +439,39 @@ mod tests {
         assert_eq!(decoded, text);
     }
 
-    #[test]
-    fn a_tiny_body_in_memory_is_too_small_even_without_content_length() {
+    #[tokio::test]
+    async fn a_tiny_body_in_memory_is_too_small_even_without_content_length() {
         let mut response = text_response("tiny");
-        let outcome = route().apply(&Method::GET, &accept("gzip"), &mut response);
+        let outcome = route()
+            .apply(&Method::GET, &accept("gzip"), &mut response)
+            .await;
         assert_eq!(outcome.decision, "too_small");
         assert_eq!(outcome.encoding, None);
         assert_eq!(response.headers()[header::VARY], "Accept-Encoding");
     }
 
-    #[test]
-    fn head_gets_the_headers_of_get_without_an_encoder() {
+    #[tokio::test]
+    async fn head_gets_the_headers_of_get_without_an_encoder() {
         let mut response = Response::new(Body::Empty);
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5000"));
-        let outcome = route().apply(&Method::HEAD, &accept("br"), &mut response);
+        let outcome = route()
+            .apply(&Method::HEAD, &accept("br"), &mut response)
+            .await;
         assert_eq!(outcome.decision, "compressed");
         assert_eq!(response.headers()[header::CONTENT_ENCODING], "br");
         assert!(!response.headers().contains_key(header::CONTENT_LENGTH));
         assert!(matches!(response.body(), Body::Empty));
     }
 
-    #[test]
-    fn a_304_gets_vary_and_several_accept_encoding_lines_count() {
+    #[tokio::test]
+    async fn a_304_gets_vary_and_several_accept_encoding_lines_count() {
         let mut response = Response::new(Body::Empty);
         *response.status_mut() = StatusCode::NOT_MODIFIED;
-        let outcome = route().apply(&Method::GET, &AcceptEncoding::Absent, &mut response);
+        let outcome = route()
+            .apply(&Method::GET, &AcceptEncoding::Absent, &mut response)
+            .await;
         assert_eq!(outcome.decision, "status");
         assert_eq!(response.headers()[header::VARY], "Accept-Encoding");
 
@@ -448,25 +487,27 @@ mod tests {
         response
             .headers_mut()
             .insert(header::CONTENT_LENGTH, HeaderValue::from_static("5000"));
-        let outcome = route().apply(&Method::GET, &accept, &mut response);
+        let outcome = route().apply(&Method::GET, &accept, &mut response).await;
         assert_eq!(outcome.encoding, Some("zstd"));
     }
 
-    #[test]
-    fn a_304_with_a_type_gets_the_etag_and_vary_of_its_200() {
-        let not_modified = |content_type: &'static str| {
+    #[tokio::test]
+    async fn a_304_with_a_type_gets_the_etag_and_vary_of_its_200() {
+        async fn not_modified(content_type: &'static str) -> Response<Body> {
             let mut response = Response::new(Body::Empty);
             *response.status_mut() = StatusCode::NOT_MODIFIED;
             let headers = response.headers_mut();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             headers.insert(header::ETAG, HeaderValue::from_static("\"v1\""));
-            route().apply(&Method::GET, &accept("gzip"), &mut response);
+            route()
+                .apply(&Method::GET, &accept("gzip"), &mut response)
+                .await;
             response
-        };
-        let text = not_modified("text/plain");
+        }
+        let text = not_modified("text/plain").await;
         assert_eq!(text.headers()[header::ETAG], "W/\"v1\"");
         assert_eq!(text.headers()[header::VARY], "Accept-Encoding");
-        let image = not_modified("image/png");
+        let image = not_modified("image/png").await;
         assert_eq!(image.headers()[header::ETAG], "\"v1\"");
         assert!(!image.headers().contains_key(header::VARY));
     }

@@ -185,7 +185,8 @@ impl Pipeline {
             Err((err, uri)) => error_response(&err, &ctx.method, &uri),
         };
         if let Some(compression) = ctx.route.and_then(|route| route.compression.as_ref()) {
-            ctx.compression = Some(compression.apply(&ctx.method, &ctx.accept, &mut response));
+            let outcome = compression.apply(&ctx.method, &ctx.accept, &mut response);
+            ctx.compression = Some(outcome.await);
         }
         if let Some(server) = &self.server_header {
             response

@@ -69,10 +69,17 @@ impl CompiledRoute {
                 )))
             }
         };
-        let compression = route
-            .compress
-            .as_ref()
-            .map(|c| RouteCompression::new(c, metrics.compress(&route.name)));
+        let compression = route.compress.as_ref().map(|c| {
+            let compression = RouteCompression::new(c, metrics.compress(&route.name));
+            match handler {
+                // Static files are compressed once per coding and version, then served from
+                // memory (compress once, serve many).
+                Handler::Static(_) => {
+                    compression.keep_variants(crate::compress::VARIANT_STORE_BYTES)
+                }
+                _ => compression,
+            }
+        });
         let cache = match &route.cache {
             None => None,
             Some(config) => {

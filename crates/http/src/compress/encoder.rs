@@ -14,7 +14,7 @@ use brotli::enc::encode::{
     BrotliEncoderStateStruct,
 };
 use brotli::enc::{StandardAlloc, interface};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use flate2::{Compress, FlushCompress, Status};
 use sluice_core::{Compression, ContentCoding};
 
@@ -75,6 +75,19 @@ impl Encoder {
             codec,
             finished: false,
         })
+    }
+
+    /// `input` compressed whole, as one stream of `coding` at `level` (as [`Encoder::new`]),
+    /// for a body held in memory whose encoded form is kept and served again (a static file's
+    /// variant). The result is copied to an allocation of its exact size: it is kept, so
+    /// growth slack would be memory held for nothing.
+    pub fn encode_all(coding: Compression, level: Option<i32>, input: &[u8]) -> io::Result<Bytes> {
+        let mut encoder = Encoder::new(coding, level)?;
+        // Text compresses 3–5x at live levels; one growth step at most for the rest.
+        let mut out = BytesMut::with_capacity(input.len() / 3 + STEP);
+        encoder.write(input, &mut out)?;
+        encoder.finish(&mut out)?;
+        Ok(Bytes::copy_from_slice(&out))
     }
 
     /// Level used when none is configured: tuned for live traffic. zlib-rs level 1 is its

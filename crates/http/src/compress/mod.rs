@@ -5,7 +5,8 @@
 //! browsers. Streaming works through sync flushes instead: whenever the upstream pauses, or
 //! at the latest after a delay, everything received so far is made decodable and sent.
 //!
-//! - [`encoder`]: [`Encoder`], `write` / `flush` / `finish` over flate2 (zlib-rs), brotli, zstd.
+//! - [`encoder`]: [`Encoder`], `write` / `flush` / `finish` over flate2 (zlib-rs), brotli, zstd;
+//!   `encode_all` for a body in memory whose encoded form is kept (static files' variants).
 //! - [`body`]: [`CompressBody`], an `http_body::Body` adapter deciding *when* to flush.
 //! - [`whole`]: [`compress_whole`], one buffer compressed for keeps (the cache's variants).
 //!

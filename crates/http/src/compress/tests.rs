@@ -1,4 +1,4 @@
-//! Unit tests for [`super::Encoder`]: levels, flush, finish, zstd window.
+//! Unit tests for [`super::Encoder`]: levels, flush, finish, zstd window, whole bodies.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -108,4 +108,26 @@ fn zstd_window_stays_within_8_mib_at_the_highest_level() {
     enc.finish(&mut out).unwrap();
     // `decode` refuses windows above 2^23.
     assert_eq!(decode(Compression::ZSTD, &out), vec![b'a'; 10_000]);
+}
+
+#[test]
+fn encode_all_is_one_stream_of_its_exact_size() {
+    let text = b"compress once, serve many; ".repeat(2_000);
+    for alg in ALL {
+        let encoded = Encoder::encode_all(alg, None, &text).unwrap();
+        assert!(
+            encoded.len() < text.len() / 10,
+            "{alg:?}: {}",
+            encoded.len()
+        );
+        assert_eq!(decode(alg, &encoded), text, "{alg:?}");
+        // The same stream the streaming encoder makes in one write.
+        let mut enc = Encoder::new(alg, None).unwrap();
+        let mut out = BytesMut::new();
+        enc.write(&text, &mut out).unwrap();
+        enc.finish(&mut out).unwrap();
+        assert_eq!(encoded, out.freeze(), "{alg:?}");
+    }
+    let empty = Encoder::encode_all(Compression::GZIP, None, b"").unwrap();
+    assert!(decode(Compression::GZIP, &empty).is_empty());
 }

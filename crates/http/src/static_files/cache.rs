@@ -43,7 +43,7 @@ use http::HeaderValue;
 
 use super::path::RelPath;
 use super::precompressed::Accepted;
-use super::resolve::{OpenFile, Probe};
+use super::resolve::{FileStamp, OpenFile, Probe};
 use sluice_core::ContentCoding;
 
 /// How long an entry is served on a `stat` alone before the next request looks the path up
@@ -64,6 +64,8 @@ pub(crate) struct Cached {
     pub(crate) modified: Option<SystemTime>,
     pub(crate) encoding: ContentCoding,
     pub(crate) content_type: HeaderValue,
+    /// The served file's identity when it was read (see [`FileStamp::content_id`]).
+    pub(crate) stamp: FileStamp,
     probes: Vec<Probe>,
     read_at: Instant,
 }
@@ -139,6 +141,7 @@ impl FileCache {
             modified: open.modified,
             encoding: open.encoding,
             content_type: content_type.clone(),
+            stamp: open.stamp,
             probes: open.probes.clone(),
             read_at: Instant::now(),
         };

@@ -36,6 +36,11 @@
 //! `Vary: Accept-Encoding`, since another request may get another variant. A request for
 //! `/app.js.gz` itself is a normal file (`application/gzip`), as in nginx.
 //!
+//! A `200` of a file's own bytes carries their [`ContentId`] (device, inode, size, mtime and
+//! ctime, from the same `fstat` as the validators) so that response compression can make each
+//! coding of a small file once and serve it from memory afterwards, for as long as the file is
+//! unchanged (DESIGN.md capability 9); 206, 304 and sidecar responses carry none.
+//!
 //! Hidden files (`.well-known/`, but also `.env`) are served like any other file, as nginx does;
 //! keep secrets out of served directories.
 //!
@@ -67,9 +72,9 @@ use sluice_core::{Body, ContentCoding, Error, ErrorKind};
 use cache::{Cached, FileCache};
 use conditional::{Precondition, Validators};
 use range::RangeDecision;
-use resolve::{OpenFile, Resolver, Target};
+use resolve::{FileStamp, OpenFile, Resolver, Target};
 
-use crate::compress_policy::{NotModifiedOf, Precompressed, add_vary};
+use crate::compress_policy::{ContentId, NotModifiedOf, Precompressed, add_vary};
 
 pub use conditional::if_range_allows_with;
 pub use response::content_type;
@@ -208,6 +213,9 @@ struct Representation {
     encoding: ContentCoding,
     /// The original's type, also for a sidecar.
     content_type: HeaderValue,
+    /// What identifies these bytes to response compression; `None` for a sidecar (never
+    /// compressed again) and where the platform cannot tell file versions apart.
+    id: Option<ContentId>,
 }
 
 impl Representation {
@@ -222,6 +230,7 @@ impl Representation {
             modified: open.modified,
             encoding: open.encoding,
             content_type,
+            id: content_id(open.encoding, &open.stamp),
         }
     }
 
@@ -232,7 +241,16 @@ impl Representation {
             modified: hit.modified,
             encoding: hit.encoding,
             content_type: hit.content_type.clone(),
+            id: content_id(hit.encoding, &hit.stamp),
         }
+    }
+}
+
+/// The identity a file's own bytes carry to compression; a sidecar is encoded already.
+fn content_id(encoding: ContentCoding, stamp: &FileStamp) -> Option<ContentId> {
+    match encoding {
+        ContentCoding::Identity => stamp.content_id(),
+        _ => None,
     }
 }
 
@@ -249,6 +267,7 @@ async fn respond(
         modified,
         encoding,
         content_type,
+        id,
     } = file;
     let validators = &Validators::new(modified, len, encoding, SystemTime::now());
     let mut response = match conditional::evaluate(headers, validators) {
@@ -264,7 +283,14 @@ async fn respond(
             response
         }
         Precondition::Proceed => {
-            whole_or_range(method, headers, body, len, validators, content_type).await?
+            let mut response =
+                whole_or_range(method, headers, body, len, validators, content_type).await?;
+            if let (StatusCode::OK, Some(id)) = (response.status(), id) {
+                // The whole file (a GET's body, or what a HEAD describes): compression may
+                // keep its encoded forms under this identity and serve them again.
+                response.extensions_mut().insert(id);
+            }
+            response
         }
     };
     if encoding != ContentCoding::Identity {

@@ -39,6 +39,7 @@ use bytes::Bytes;
 use sluice_core::{ContentCoding, Error, ErrorKind};
 
 use super::path::RelPath;
+use crate::compress_policy::ContentId;
 
 /// What a request path leads to.
 #[derive(Debug)]
@@ -70,6 +71,8 @@ pub(crate) struct OpenFile {
     /// opened file (canonical path), for a sidecar its original, and every sidecar tried and
     /// passed over (missing, stale, not a file), each as it was found.
     pub(crate) probes: Vec<Probe>,
+    /// The opened file's identity, from the same `fstat` as `len` and `modified`.
+    pub(crate) stamp: FileStamp,
 }
 
 /// A canonical path and what was found there: a file's identity, or nothing.
@@ -110,6 +113,31 @@ pub(crate) struct FileStamp {
 }
 
 impl FileStamp {
+    /// This version's identity for compressed variants kept in memory (see [`ContentId`]).
+    /// `None` where the platform gives no inode and change time (not Unix): size and mtime
+    /// alone would let two files of one size and mtime share their variants.
+    pub(crate) fn content_id(&self) -> Option<ContentId> {
+        if !cfg!(unix) {
+            return None;
+        }
+        let (secs, nanos) = self
+            .modified
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or((u64::MAX, u64::MAX), |d| {
+                (d.as_secs(), u64::from(d.subsec_nanos()))
+            });
+        let (changed_secs, changed_nanos) = self.changed;
+        Some(ContentId([
+            self.dev,
+            self.ino,
+            self.len,
+            secs,
+            nanos,
+            u64::from_ne_bytes(changed_secs.to_ne_bytes()),
+            u64::from_ne_bytes(changed_nanos.to_ne_bytes()),
+        ]))
+    }
+
     pub(crate) fn of(meta: &Metadata) -> Self {
         #[cfg(unix)]
         let (dev, ino, changed) = {
@@ -136,6 +164,7 @@ impl OpenFile {
         encoding: ContentCoding,
         path: PathBuf,
     ) -> Self {
+        let stamp = FileStamp::of(meta);
         Self {
             file,
             len: meta.len(),
@@ -145,8 +174,9 @@ impl OpenFile {
             contents: None,
             probes: vec![Probe {
                 path,
-                found: Some(FileStamp::of(meta)),
+                found: Some(stamp),
             }],
+            stamp,
         }
     }
 

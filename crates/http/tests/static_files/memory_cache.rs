@@ -1,8 +1,10 @@
 //! The memory cache of small files (on by default): a hit answers exactly as a lookup would,
-//! and any change to a file the lookup looked at is served by the very next request.
+//! and any change to a file the lookup looked at is served by the very next request; the
+//! identity a response carries to compression changes with the file, hit or lookup.
 
 use super::*;
 use sluice_core::SidecarCoding;
+use sluice_http::compress_policy::ContentId;
 
 /// A route with the cache turned off, to compare against.
 fn uncached_route(site: &Site) -> Result<StaticFiles, BoxError> {
@@ -236,5 +238,53 @@ async fn any_request_fills_the_cache_and_head_stays_bodiless() -> TestResult {
     assert_eq!(range.body, "abc");
     let lookup = get(&uncached, "/hello.txt", &[("range", "bytes=10-12")]).await?;
     assert_eq!(seen(&range), seen(&lookup));
+    Ok(())
+}
+
+/// The [`ContentId`] a request's response carries to compression, if any.
+async fn content_id(
+    files: &StaticFiles,
+    method: Method,
+    headers: &[(&'static str, &str)],
+) -> Result<Option<ContentId>, BoxError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        map.append(*name, HeaderValue::from_str(value)?);
+    }
+    let uri = Uri::from_static("/hello.txt");
+    let response = files.serve(&method, &uri, &map).await?;
+    Ok(response.extensions().get::<ContentId>().copied())
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_whole_file_carries_an_id_that_changes_with_the_file() -> TestResult {
+    let site = Site::new()?;
+    for files in [site.default_route()?, uncached_route(&site)?] {
+        // A lookup and a hit, GET and HEAD: one version, one id.
+        let first = content_id(&files, Method::GET, &[]).await?.ok_or("no id")?;
+        assert_eq!(content_id(&files, Method::GET, &[]).await?, Some(first));
+        assert_eq!(content_id(&files, Method::HEAD, &[]).await?, Some(first));
+        // Not the whole representation: nothing to keep an encoded form of.
+        let etag = etag_of(HELLO.len() as u64);
+        for headers in [[("range", "bytes=0-9")], [("if-none-match", etag.as_str())]] {
+            assert_eq!(content_id(&files, Method::GET, &headers).await?, None);
+        }
+        // Same size and mtime, new bytes: a new id, though the ETag is the same. (Replaced by
+        // a rename, whose new inode differs for sure; an edit in place changes the ctime, but
+        // only by a clock tick that two quick edits may share.)
+        let staged = site.file("hello.txt.new", HELLO.to_uppercase().as_bytes())?;
+        fs::rename(staged, site.root.join("hello.txt"))?;
+        let edited = content_id(&files, Method::GET, &[]).await?.ok_or("no id")?;
+        assert_ne!(edited, first);
+        let staged = site.file("hello.txt.new", HELLO.as_bytes())?;
+        fs::rename(staged, site.root.join("hello.txt"))?;
+    }
+
+    // A sidecar is encoded already: it carries none.
+    site.file("hello.txt.gz", &gzip_of(HELLO.as_bytes())?)?;
+    let sidecars = site.route(|c| c.precompressed = vec![SidecarCoding::GZIP])?;
+    let gzip = [("accept-encoding", "gzip")];
+    assert_eq!(content_id(&sidecars, Method::GET, &gzip).await?, None);
     Ok(())
 }

@@ -47,6 +47,9 @@ pub struct CompressMetrics {
     pub(super) decisions: [Counter; 9],
     /// Byte counters by algorithm, indexed by [`Compression::index`].
     pub(super) bytes: [CompressBytes; Compression::ALL.len()],
+    /// Variants of static files made, and responses served from them, by algorithm.
+    pub(super) variants_made: [Counter; Compression::ALL.len()],
+    pub(super) variant_hits: [Counter; Compression::ALL.len()],
 }
 
 impl CompressMetrics {
@@ -85,6 +88,16 @@ impl CompressMetrics {
     /// The byte counters of `algorithm`, to be handed to its response body.
     pub fn bytes(&self, algorithm: Compression) -> CompressBytes {
         self.bytes[algorithm.index()].clone()
+    }
+
+    /// A variant was compressed and kept (its bytes go to [`Self::bytes`] too).
+    pub fn variant_made(&self, algorithm: Compression) {
+        self.variants_made[algorithm.index()].inc();
+    }
+
+    /// A response was served from a kept variant, with no compression work.
+    pub fn variant_hit(&self, algorithm: Compression) {
+        self.variant_hits[algorithm.index()].inc();
     }
 }
 

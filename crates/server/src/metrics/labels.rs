@@ -58,3 +58,9 @@ pub(super) struct RouteOutcomeLabels {
     pub(super) route: String,
     pub(super) outcome: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RouteAlgorithmLabels {
+    pub(super) route: String,
+    pub(super) algorithm: &'static str,
+}

@@ -37,8 +37,9 @@ pub use handles::{
 };
 pub use histogram::{DurationHistogram, bucket_bounds_seconds};
 use labels::{
-    AlgorithmLabels, BuildLabels, ListenerLabels, RouteCodeLabels, RouteDecisionLabels,
-    RouteLabels, RouteOutcomeLabels, ServerLabels, ServerOutcomeLabels, UpstreamLabels,
+    AlgorithmLabels, BuildLabels, ListenerLabels, RouteAlgorithmLabels, RouteCodeLabels,
+    RouteDecisionLabels, RouteLabels, RouteOutcomeLabels, ServerLabels, ServerOutcomeLabels,
+    UpstreamLabels,
 };
 pub use watch::ServerState;
 use watch::Watches;
@@ -65,12 +66,14 @@ pub const BUILD_INFO: &str = "sluice_build_info";
 pub const COMPRESS_RESPONSES_TOTAL: &str = "sluice_compress_responses_total";
 pub const COMPRESS_BYTES_IN_TOTAL: &str = "sluice_compress_bytes_in_total";
 pub const COMPRESS_BYTES_OUT_TOTAL: &str = "sluice_compress_bytes_out_total";
+pub const COMPRESS_VARIANTS_MADE_TOTAL: &str = "sluice_compress_variants_made_total";
+pub const COMPRESS_VARIANT_HITS_TOTAL: &str = "sluice_compress_variant_hits_total";
 pub const DECOMPRESS_REQUESTS_TOTAL: &str = "sluice_decompress_requests_total";
 pub const DECOMPRESS_BYTES_IN_TOTAL: &str = "sluice_decompress_bytes_in_total";
 pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 22] = [
+pub const ALL_NAMES: [&str; 24] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -90,6 +93,8 @@ pub const ALL_NAMES: [&str; 22] = [
     COMPRESS_RESPONSES_TOTAL,
     COMPRESS_BYTES_IN_TOTAL,
     COMPRESS_BYTES_OUT_TOTAL,
+    COMPRESS_VARIANTS_MADE_TOTAL,
+    COMPRESS_VARIANT_HITS_TOTAL,
     DECOMPRESS_REQUESTS_TOTAL,
     DECOMPRESS_BYTES_IN_TOTAL,
     DECOMPRESS_BYTES_OUT_TOTAL,
@@ -125,6 +130,8 @@ pub struct Metrics {
     compress_responses: Family<RouteDecisionLabels, Counter>,
     compress_bytes_in: Family<AlgorithmLabels, Counter>,
     compress_bytes_out: Family<AlgorithmLabels, Counter>,
+    compress_variants_made: Family<RouteAlgorithmLabels, Counter>,
+    compress_variant_hits: Family<RouteAlgorithmLabels, Counter>,
     decompress_requests: Family<RouteOutcomeLabels, Counter>,
     decompress_bytes_in: Family<RouteLabels, Counter>,
     decompress_bytes_out: Family<RouteLabels, Counter>,
@@ -214,6 +221,16 @@ impl Metrics {
             COMPRESS_BYTES_OUT_TOTAL,
             "Compressed bytes produced by response compressors, by algorithm",
         );
+        let compress_variants_made = register(
+            r,
+            COMPRESS_VARIANTS_MADE_TOTAL,
+            "Compressed variants of static files made and kept in memory, one compression each",
+        );
+        let compress_variant_hits = register(
+            r,
+            COMPRESS_VARIANT_HITS_TOTAL,
+            "Compressed responses served from a kept variant, without compressing",
+        );
         let decompress_requests = register(
             r,
             DECOMPRESS_REQUESTS_TOTAL,
@@ -261,6 +278,8 @@ impl Metrics {
             compress_responses,
             compress_bytes_in,
             compress_bytes_out,
+            compress_variants_made,
+            compress_variant_hits,
             decompress_requests,
             decompress_bytes_in,
             decompress_bytes_out,
@@ -311,7 +330,20 @@ impl Metrics {
                 bytes_out: self.compress_bytes_out.get_or_create_owned(&labels),
             }
         });
-        CompressMetrics { decisions, bytes }
+        let by_algorithm = |family: &Family<RouteAlgorithmLabels, Counter>| {
+            Compression::ALL.map(|algorithm| {
+                family.get_or_create_owned(&RouteAlgorithmLabels {
+                    route: route.to_owned(),
+                    algorithm: algorithm.as_str(),
+                })
+            })
+        };
+        CompressMetrics {
+            decisions,
+            bytes,
+            variants_made: by_algorithm(&self.compress_variants_made),
+            variant_hits: by_algorithm(&self.compress_variant_hits),
+        }
     }
 
     /// Handles for a route with `decompress_requests`. Every outcome exists from the start.

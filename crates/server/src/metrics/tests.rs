@@ -57,6 +57,9 @@ fn exercised() -> Arc<Metrics> {
         sluice_http::compress_policy::SkipReason::TooSmall,
     ));
     compress.bytes(sluice_core::Compression::BR).add(1000, 100);
+    compress.variant_made(sluice_core::Compression::GZIP);
+    compress.variant_hit(sluice_core::Compression::GZIP);
+    compress.variant_hit(sluice_core::Compression::GZIP);
     let decompress = m.decompress("api");
     decompress.outcome(super::DecompressOutcome::Decoded);
     decompress.bytes(100, 1000);
@@ -286,4 +289,13 @@ fn compression_is_counted_by_decision_and_algorithm() {
     assert_eq!(sample(&text, COMPRESS_BYTES_OUT_TOTAL, &br), Some(100.0));
     let gzip = [("algorithm", "gzip")];
     assert_eq!(sample(&text, COMPRESS_BYTES_OUT_TOTAL, &gzip), Some(0.0));
+    let variants =
+        |name, algorithm| sample(&text, name, &[("route", "api"), ("algorithm", algorithm)]);
+    assert_eq!(variants(COMPRESS_VARIANTS_MADE_TOTAL, "gzip"), Some(1.0));
+    assert_eq!(variants(COMPRESS_VARIANT_HITS_TOTAL, "gzip"), Some(2.0));
+    assert_eq!(
+        variants(COMPRESS_VARIANT_HITS_TOTAL, "zstd"),
+        Some(0.0),
+        "every algorithm exists"
+    );
 }
