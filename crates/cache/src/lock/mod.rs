@@ -138,6 +138,7 @@ impl<K: Eq + Hash + Clone, H> Leader<K, H> {
         let shared = Arc::new(Shared {
             head,
             body: Mutex::new(BodyState::default()),
+            settled: watch::channel(false).0,
         });
         let flight = self.flight.take();
         if let Some(flight) = &flight {
@@ -203,6 +204,9 @@ impl<H> Follower<H> {
 pub struct Shared<H> {
     pub head: H,
     body: Mutex<BodyState>,
+    /// Becomes true when the flight is over: the object committed (or not), or the body
+    /// failed. See [`Shared::settled`].
+    settled: watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -294,6 +298,13 @@ impl<H> Shared<H> {
         })
     }
 
+    /// Wait until the flight is over: its object is committed and can be looked up (or it
+    /// will not be, or the body failed). A reader attached before keeps every byte.
+    pub async fn settled(&self) {
+        let mut settled = self.settled.subscribe();
+        let _ = settled.wait_for(|done| *done).await;
+    }
+
     /// Readers attached now.
     pub fn readers(&self) -> usize {
         lock(&self.body).reader_count()
@@ -372,9 +383,12 @@ impl<K: Eq + Hash + Clone, H> Publisher<K, H> {
         if let Some(flight) = self.flight.take() {
             self.flights.remove(&self.key, &flight);
         }
-        let mut state = lock(&self.shared.body);
-        state.trimming = true;
-        state.trim();
+        {
+            let mut state = lock(&self.shared.body);
+            state.trimming = true;
+            state.trim();
+        }
+        self.shared.settled.send_replace(true);
     }
 
     fn finish_body(&mut self, whole: bool) {
@@ -396,6 +410,7 @@ impl<K: Eq + Hash + Clone, H> Drop for Publisher<K, H> {
         if let Some(flight) = self.flight.take() {
             self.flights.remove(&self.key, &flight);
         }
+        self.shared.settled.send_replace(true);
     }
 }
 

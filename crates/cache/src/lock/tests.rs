@@ -161,3 +161,34 @@ async fn a_detached_body_keeps_only_the_window_and_waits_for_the_slow_reader() {
     drop(slow);
     assert!(publisher.abandoned());
 }
+
+#[tokio::test]
+async fn settled_wakes_at_done_and_at_failure() {
+    let flights = flights();
+    let Join::Leader(leader) = flights.join("k") else {
+        panic!()
+    };
+    let publisher = leader.publish("head");
+    let shared = publisher.shared().clone();
+    let reader = shared.reader().unwrap();
+    let waiting = tokio::spawn({
+        let shared = shared.clone();
+        async move { shared.settled().await }
+    });
+    publisher.push(Bytes::from_static(b"whole"));
+    let mut publisher = publisher;
+    publisher.end();
+    assert!(!waiting.is_finished());
+    publisher.done();
+    waiting.await.unwrap();
+    // A reader attached before keeps every byte after the flight settles.
+    assert_eq!(read_all(reader).await.unwrap(), b"whole");
+
+    let Join::Leader(leader) = flights.join("k2") else {
+        panic!()
+    };
+    let failed = leader.publish("head");
+    let shared = failed.shared().clone();
+    drop(failed);
+    shared.settled().await;
+}

@@ -349,6 +349,10 @@ impl RouteCache {
                                     return Lookup::Answered(self.finish(outcome));
                                 }
                                 FromFlight::Gone => continue,
+                                FromFlight::AfterCommit(shared) => {
+                                    shared.settled().await;
+                                    continue;
+                                }
                                 // Another variant of the resource (Vary), or a coding this
                                 // client does not take: upstream alone.
                                 FromFlight::NotMine => break,
@@ -490,6 +494,7 @@ impl RouteCache {
                     compression,
                     epoch,
                 )
+                .await
             }
             Kind::Revalidate {
                 entry,

@@ -266,6 +266,39 @@ pub(super) enum FromFlight {
     /// Not for this request (another `Vary` variant, or a coding it does not accept): go
     /// upstream alone.
     NotMine,
+    /// Wanted in another coding and small: look it up again once it is stored (see
+    /// [`variant_after_commit`]).
+    AfterCommit(Arc<Shared<Head>>),
+}
+
+/// Responses up to this size are stored before a client that wants them in another coding is
+/// answered, so the variant is made once, from storage, at the cache's level.
+const WAIT_FOR_VARIANT: u64 = 1024 * 1024;
+
+/// Whether a client that caused (or joined) a miss should get the variant made from the
+/// stored response rather than one compressed on the fly: the route compresses, the client's
+/// coding differs from the response's, and the response is a 200 small enough, of a known
+/// length (a stream of unknown length might never end: it is compressed on the fly).
+pub(super) fn variant_after_commit(
+    parts: &Parts,
+    meta: &Meta,
+    compression: Option<&RouteCompression>,
+) -> bool {
+    let Some(compression) = compression else {
+        return false;
+    };
+    let len = meta
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    let (Some(len), Some(stored)) = (len, coding_of(&meta.headers)) else {
+        return false;
+    };
+    parts.method == Method::GET
+        && meta.status == StatusCode::OK
+        && len <= WAIT_FOR_VARIANT
+        && compression.choose_stored(&parts.headers, meta.status, &meta.headers, len, stored)
+            != stored
 }
 
 /// A follower of a miss: serve the leader's response if it is the variant this request would
@@ -283,6 +316,9 @@ pub(super) fn from_flight(
     let ae = accept_encoding_key(&parts.headers, compression);
     if vary_key(&rule, &parts.headers, ae).is_none_or(|key| key != meta.vary_key) {
         return FromFlight::NotMine;
+    }
+    if variant_after_commit(parts, meta, compression) {
+        return FromFlight::AfterCommit(shared.clone());
     }
     let Some(reader) = shared.reader() else {
         return FromFlight::Gone;

@@ -62,7 +62,7 @@ pub(super) fn upstream_request(
 
 /// What becomes of an upstream response: stored and served from its flight, or passed on.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn response(
+pub(super) async fn response(
     cache: &RouteCache,
     parts: &Parts,
     primary: &str,
@@ -98,10 +98,24 @@ pub(super) fn response(
     let (head, body) = response.into_parts();
     let meta = Arc::new(meta);
     let publisher = leader.publish(meta.clone());
-    let reader = publisher.shared().reader();
+    let shared = publisher.shared().clone();
+    let reader = shared.reader();
     cache
         .zone
         .store_source(publisher, (*meta).clone(), body, epoch);
+    if serve::variant_after_commit(parts, &meta, compression) {
+        // A small response this client wants in another coding: once stored (moments away:
+        // the fill reads the origin as fast as it sends), its variant is made once at the
+        // cache's level and served from storage, instead of compressing it on the fly too.
+        shared.settled().await;
+        let ae = serve::accept_encoding_key(&parts.headers, compression);
+        if let Some(entry) = cache.zone.find(primary, &parts.headers, ae)
+            && let Some(outcome) = serve::entry(cache, parts, &entry, status, compression).await
+        {
+            return outcome;
+        }
+        // Not stored after all: the body is still all there for this reader.
+    }
     match reader {
         Some(reader) => Outcome::new(
             serve::from_reader(cache, parts, head, &meta, reader, compression),
@@ -224,7 +238,8 @@ pub(super) async fn revalidated(
             response,
             (request_time, response_time, epoch),
             compression,
-        ));
+        )
+        .await);
     }
     // §4.3.4: a 304 that does not match the stored response (or makes it unstorable) leaves
     // nothing usable stored: the client, who asked no condition of its own, gets the whole
@@ -274,7 +289,8 @@ async fn refetch(
         response,
         times,
         compression,
-    ))
+    )
+    .await)
 }
 
 /// Store `fresh` as `entry`'s headers, and its variants' (RFC 9111 §4.3.4: every stored
@@ -288,7 +304,7 @@ async fn freshen(cache: &RouteCache, entry: &Arc<Entry>, fresh: Meta) {
 }
 
 /// A new response in place of a stale one (EXPIRED): stored like a miss's.
-fn response_outcome(
+async fn response_outcome(
     cache: &RouteCache,
     parts: &Parts,
     primary: &str,
@@ -309,6 +325,7 @@ fn response_outcome(
         compression,
         epoch,
     )
+    .await
 }
 
 /// Serve `entry` stale because the origin failed; if it vanished, pass the origin's answer on.
