@@ -106,11 +106,13 @@ enum Kind {
         may_store: bool,
         status: CacheStatus,
     },
-    /// A stored response that must be revalidated before it is served.
+    /// A stored response that must be revalidated before it is served; `leader` wakes the
+    /// requests collapsed on the revalidation.
     Revalidate {
         entry: Arc<Entry>,
         if_error: bool,
         may_store: bool,
+        leader: Option<store::Leader>,
     },
 }
 
@@ -372,8 +374,8 @@ impl RouteCache {
         miss(None, false, CacheStatus::Miss)
     }
 
-    /// A stored response matched: serve it, or say how to revalidate it. `None`: it vanished
-    /// from storage meanwhile.
+    /// A stored response matched: serve it, or say how to revalidate it. `None`: look again (it
+    /// vanished from storage meanwhile, or another request's revalidation just settled).
     async fn stored(
         &self,
         parts: &Parts,
@@ -417,11 +419,44 @@ impl RouteCache {
                 while_revalidate: None,
                 if_error,
             } => {
+                // One revalidation per key at a time, like a miss: the others wait for its
+                // answer (a 304 leaves a fresh entry to look up again; a new response is read
+                // as it arrives).
+                let leader = match self.lock_timeout {
+                    None => None,
+                    Some(timeout) => match self.zone.join(miss_key(primary)) {
+                        Join::Leader(leader) => Some(leader),
+                        Join::Follower(follower) => {
+                            Stats::add(&self.zone.stats().collapsed, 1);
+                            match follower.wait(timeout).await {
+                                Waited::Ready(shared) => {
+                                    match serve::from_flight(parts, &shared, compression) {
+                                        FromFlight::Served(outcome) => {
+                                            return Some(Lookup::Answered(self.finish(outcome)));
+                                        }
+                                        FromFlight::AfterCommit(shared) => {
+                                            shared.settled().await;
+                                            return None;
+                                        }
+                                        FromFlight::Gone => return None,
+                                        FromFlight::NotMine => None,
+                                    }
+                                }
+                                Waited::Released => return None,
+                                Waited::TimedOut => {
+                                    Stats::add(&self.zone.stats().lock_timeouts, 1);
+                                    None
+                                }
+                            }
+                        }
+                    },
+                };
                 return Some(Lookup::Upstream(Ticket {
                     kind: Kind::Revalidate {
                         entry,
                         if_error,
                         may_store,
+                        leader,
                     },
                     primary: primary.to_string(),
                     parts: parts.clone(),
@@ -500,6 +535,7 @@ impl RouteCache {
                 entry,
                 if_error,
                 may_store,
+                leader,
             } => {
                 let revalidation = store::Revalidation {
                     entry: &entry,
@@ -507,6 +543,7 @@ impl RouteCache {
                     may_store,
                     times,
                     epoch,
+                    leader,
                 };
                 store::revalidated(
                     self,

@@ -190,6 +190,8 @@ pub(super) struct Revalidation<'a> {
     pub(super) times: (SystemTime, SystemTime),
     /// The zone's invalidation epoch when the request went upstream.
     pub(super) epoch: u64,
+    /// Wakes the requests collapsed on this revalidation.
+    pub(super) leader: Option<Leader>,
 }
 
 /// The origin's answer to a conditional request for a stale entry (RFC 9111 §4.3.3).
@@ -208,6 +210,7 @@ pub(super) async fn revalidated(
         may_store,
         times: (request_time, response_time),
         epoch,
+        leader,
     } = revalidation;
     let meta = entry.meta();
     let allowed =
@@ -233,7 +236,7 @@ pub(super) async fn revalidated(
         return Ok(response_outcome(
             cache,
             parts,
-            primary,
+            (primary, leader),
             may_store,
             response,
             (request_time, response_time, epoch),
@@ -257,13 +260,26 @@ pub(super) async fn revalidated(
         });
     let Some(fresh) = fresh else {
         cache.zone.invalidate(&entry.primary).await;
-        return refetch(cache, parts, primary, may_store, compression, forward).await;
+        let key = (primary, leader);
+        return refetch(cache, parts, key, may_store, compression, forward).await;
     };
     freshen(cache, entry, fresh).await;
+    // The entry is fresh again: the requests waiting on this revalidation look it up.
+    drop(leader);
     match serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await {
         Some(outcome) => Ok(outcome),
         // Evicted in between: fetch it whole.
-        None => refetch(cache, parts, primary, may_store, compression, forward).await,
+        None => {
+            refetch(
+                cache,
+                parts,
+                (primary, None),
+                may_store,
+                compression,
+                forward,
+            )
+            .await
+        }
     }
 }
 
@@ -271,7 +287,7 @@ pub(super) async fn revalidated(
 async fn refetch(
     cache: &RouteCache,
     parts: &Parts,
-    primary: &str,
+    (primary, leader): (&str, Option<Leader>),
     may_store: bool,
     compression: Option<&RouteCompression>,
     forward: impl FnOnce() -> Forward,
@@ -284,7 +300,7 @@ async fn refetch(
     Ok(response_outcome(
         cache,
         parts,
-        primary,
+        (primary, leader),
         may_store,
         response,
         times,
@@ -307,7 +323,7 @@ async fn freshen(cache: &RouteCache, entry: &Arc<Entry>, fresh: Meta) {
 async fn response_outcome(
     cache: &RouteCache,
     parts: &Parts,
-    primary: &str,
+    (primary, leader): (&str, Option<Leader>),
     may_store: bool,
     response: Response<Body>,
     (request_time, response_time, epoch): (SystemTime, SystemTime, u64),
@@ -317,7 +333,7 @@ async fn response_outcome(
         cache,
         parts,
         primary,
-        None,
+        leader,
         may_store,
         CacheStatus::Expired,
         response,
