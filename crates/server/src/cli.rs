@@ -702,6 +702,10 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             "  curl -s http://{}/metrics | grep sluice_requests_total",
             args.admin
         );
+        println!(
+            "  curl -X PURGE 'http://{}/cache/demo?key=http://{proxy}/what-date-is-it'",
+            args.admin
+        );
         println!("Ctrl-C stops it.");
         signals.recv().await;
         let _ = stop.send(true);
