@@ -18,17 +18,24 @@
 //! variant made once per coding and stored beside it (compress once, serve many).
 
 mod conditions;
+mod forward;
 pub mod purge;
 mod range;
 mod serve;
+mod stale;
 mod store;
+mod ticket;
 mod variant;
 pub mod zones;
+
+pub use forward::{Forward, forward_through, unreachable_forward};
+use stale::{Failure, stale_on_failure};
+pub use ticket::{Failed, Lookup, Outcome, Ticket};
+use ticket::{Kind, head_of};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures_util::future::BoxFuture;
 use http::request::Parts;
 use http::{HeaderName, Request, Response, StatusCode};
 use sluice_cache::key::{KeyPart, primary_key, reference_key};
@@ -37,15 +44,11 @@ use sluice_cache::policy::{self, RequestDirectives, Reuse, Settings};
 use sluice_cache::storage::ObjectId;
 use sluice_cache::zone::{CacheStatus, Entry, Stats, Zone};
 use sluice_config::{RouteCache as RouteCacheConfig, UseStale};
-use sluice_core::{Body, ContentCoding, Error, ErrorKind};
+use sluice_core::{Body, ContentCoding, Error};
 
 use crate::compress::RouteCompression;
 use conditions::Condition;
 use serve::FromFlight;
-
-/// Forwards one request upstream (the route's proxy, with the client it came from).
-pub type Forward =
-    Arc<dyn Fn(Request<Body>) -> BoxFuture<'static, Result<Response<Body>, Error>> + Send + Sync>;
 
 /// A route's cache settings, ready for requests.
 pub struct RouteCache {
@@ -68,85 +71,6 @@ pub struct RouteCache {
     levels: [Option<i32>; ContentCoding::ALL.len()],
 }
 
-/// A request the cache could not answer: the upstream's error, and the cache status to log.
-pub struct Failed {
-    pub error: Error,
-    pub status: Option<CacheStatus>,
-}
-
-/// What the request phase's lookup decided.
-pub enum Lookup {
-    /// Answered from the cache (HIT, STALE, UPDATING; 504 for `only-if-cached`): the action
-    /// is skipped.
-    Answered(Outcome),
-    /// Go upstream with [`RouteCache::upstream_request`], then hand the result to
-    /// [`RouteCache::complete`].
-    Upstream(Ticket),
-}
-
-/// A request on its way upstream, and what the cache must do with the answer.
-pub struct Ticket {
-    kind: Kind,
-    primary: String,
-    /// The client's request head (its body, if any, goes upstream).
-    parts: Parts,
-    /// RFC 9111 §4.2.3 `request_time`.
-    request_time: SystemTime,
-    /// The zone's invalidation epoch when the request went upstream: a purge or an unsafe
-    /// method meanwhile means its response is not stored.
-    epoch: u64,
-}
-
-enum Kind {
-    /// A method the cache does not serve.
-    Uncached { tls: bool },
-    /// Nothing usable stored (or bypassed): fetch; `leader` wakes the requests collapsed on it.
-    Fetch {
-        leader: Option<store::Leader>,
-        may_store: bool,
-        status: CacheStatus,
-    },
-    /// A stored response that must be revalidated before it is served; `leader` wakes the
-    /// requests collapsed on the revalidation.
-    Revalidate {
-        entry: Arc<Entry>,
-        if_error: bool,
-        may_store: bool,
-        leader: Option<store::Leader>,
-    },
-}
-
-impl Ticket {
-    /// The request's target, for log lines.
-    pub fn uri(&self) -> &http::Uri {
-        &self.parts.uri
-    }
-
-    fn uncached(parts: Parts, tls: bool) -> Self {
-        Self {
-            kind: Kind::Uncached { tls },
-            primary: String::new(),
-            parts,
-            request_time: SystemTime::now(),
-            epoch: 0,
-        }
-    }
-}
-
-/// A [`Forward`] through `proxy` for `client` (background refreshes).
-pub fn forward_through(
-    proxy: Arc<crate::proxy::ProxyHandler>,
-    client: crate::client::Client,
-) -> Forward {
-    Arc::new(move |request| {
-        let proxy = proxy.clone();
-        Box::pin(async move {
-            let mut timing = crate::proxy::UpstreamTiming::default();
-            proxy.handle(client, request, &mut timing).await
-        })
-    })
-}
-
 /// The host of the cache key: the authority as received (`:authority` or `Host`), port
 /// included. The key drops only the scheme's default port: the upstream sees the port too, and
 /// a response built from `Host` (absolute links, redirects) must not be served for another.
@@ -163,42 +87,6 @@ fn key_authority(parts: &Parts) -> &str {
         })
         .unwrap_or_default()
         .trim()
-}
-
-/// A [`Forward`] for a route without a proxy (never used: only proxy routes have a cache).
-pub fn unreachable_forward() -> Forward {
-    Arc::new(|_| {
-        Box::pin(async {
-            Err(Error::new(
-                ErrorKind::BadGateway,
-                sluice_core::Side::Internal,
-                "this route has no upstream to ask",
-            ))
-        })
-    })
-}
-
-/// A copy of a request's head (the request itself goes on to the action).
-fn head_of<B>(req: &Request<B>) -> Parts {
-    let mut head = Request::new(());
-    *head.method_mut() = req.method().clone();
-    *head.uri_mut() = req.uri().clone();
-    *head.version_mut() = req.version();
-    *head.headers_mut() = req.headers().clone();
-    head.into_parts().0
-}
-
-/// What the cache did with a request: the response and the status for `X-Cache-Status` and
-/// the access log (`None`: the cache was not involved, e.g. a POST).
-pub struct Outcome {
-    pub response: Response<Body>,
-    pub status: Option<CacheStatus>,
-}
-
-impl Outcome {
-    fn new(response: Response<Body>, status: Option<CacheStatus>) -> Self {
-        Self { response, status }
-    }
 }
 
 /// Requests for one key that were released by a leader go around once more, then upstream.
@@ -666,44 +554,4 @@ fn key_hash(primary: &str) -> u64 {
 /// so misses collapse on the primary key and followers check the secondary key when woken.
 fn miss_key(primary: &str) -> ObjectId {
     ObjectId::of(&[primary.as_bytes(), b"miss"])
-}
-
-/// Whether a failed revalidation may be answered with the stale response (once the policy
-/// said stale-on-error is allowed at all, windows included): `stale-if-error` from the stored
-/// response or the request covers connection failures, timeouts and 500/502/503/504 (RFC 5861
-/// §4); the zone's `use_stale` covers what it lists.
-fn stale_on_failure(
-    cache: &RouteCache,
-    meta: &sluice_cache::meta::Meta,
-    request: &http::HeaderMap,
-    failure: Failure,
-) -> bool {
-    let directive = policy::ResponseDirectives::parse(&meta.headers, &cache.policy)
-        .stale_if_error
-        .is_some()
-        || RequestDirectives::parse(request).stale_if_error.is_some();
-    let listed = match failure {
-        Failure::Error(ErrorKind::GatewayTimeout) => UseStale::Timeout,
-        Failure::Error(_) => UseStale::Error,
-        Failure::Status(status) => match status.as_u16() {
-            500 => UseStale::Http500,
-            502 => UseStale::Http502,
-            503 => UseStale::Http503,
-            504 => UseStale::Http504,
-            _ => return false,
-        },
-    };
-    let rfc5861 = matches!(failure, Failure::Error(_))
-        || matches!(
-            failure,
-            Failure::Status(s) if matches!(s.as_u16(), 500 | 502 | 503 | 504)
-        );
-    (directive && rfc5861) || cache.use_stale.contains(&listed)
-}
-
-/// How a trip upstream failed.
-#[derive(Clone, Copy)]
-pub(crate) enum Failure {
-    Error(ErrorKind),
-    Status(StatusCode),
 }
