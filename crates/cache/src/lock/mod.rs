@@ -359,6 +359,27 @@ impl<K: Eq + Hash + Clone, H> Publisher<K, H> {
         Poll::Pending
     }
 
+    /// Cut off the readers furthest behind (their bodies end in an error, as a client too slow
+    /// for nginx's `send_timeout` is cut), so one client that stopped reading does not hold the
+    /// fill, and every other reader, at its pace forever. Returns how many were cut.
+    pub fn cut_slowest(&self) -> usize {
+        let mut state = lock(&self.shared.body);
+        let Some(min) = state.readers.iter().flatten().map(|slot| slot.cursor).min() else {
+            return 0;
+        };
+        let mut cut = 0;
+        for slot in state.readers.iter_mut() {
+            if slot.as_ref().is_some_and(|s| s.cursor == min) {
+                if let Some(waker) = slot.take().and_then(|s| s.waker) {
+                    waker.wake();
+                }
+                cut += 1;
+            }
+        }
+        state.trim();
+        cut
+    }
+
     /// Wait for [`Publisher::poll_room`].
     pub async fn room(&self) {
         std::future::poll_fn(|cx| self.poll_room(cx)).await;

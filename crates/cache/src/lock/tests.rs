@@ -192,3 +192,36 @@ async fn settled_wakes_at_done_and_at_failure() {
     drop(failed);
     shared.settled().await;
 }
+
+#[tokio::test]
+async fn a_reader_that_stopped_is_cut_off_and_the_others_go_on() {
+    let flights = flights();
+    let Join::Leader(leader) = flights.join("k") else {
+        panic!()
+    };
+    let mut publisher = leader.publish("head");
+    let stalled = publisher.shared().reader().unwrap();
+    let mut reading = publisher.shared().reader().unwrap();
+    publisher.detach();
+    let chunk = Bytes::from(vec![1u8; 512 * 1024]);
+    for _ in 0..3 {
+        publisher.push(chunk.clone());
+    }
+    // The reading client keeps up; the stalled one holds the window.
+    for _ in 0..3 {
+        reading.frame().await.unwrap().unwrap();
+    }
+    let waker = futures_util::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(publisher.poll_room(&mut cx).is_pending());
+    assert_eq!(publisher.cut_slowest(), 1);
+    assert!(publisher.poll_room(&mut cx).is_ready());
+    assert_eq!(lock(&publisher.shared().body).retained, 0);
+    assert!(
+        read_all(stalled).await.is_err(),
+        "the cut reader's body fails"
+    );
+    publisher.push(chunk.clone());
+    publisher.end();
+    assert_eq!(read_all(reading).await.unwrap().len(), chunk.len());
+}

@@ -24,6 +24,9 @@ use crate::storage::{ObjectId, ObjectWriter};
 /// large object stored on disk is never held whole in memory.
 pub const FANOUT_LIMIT: u64 = 16 * 1024 * 1024;
 
+/// How long a detached fill waits for its slowest reader before cutting it off.
+pub const STALLED: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How a fill ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FillOutcome {
@@ -74,7 +77,15 @@ async fn run(
     }
     let mut len = 0u64;
     loop {
-        publisher.room().await;
+        // Detached, the fill goes at the slowest reader's pace, but not forever: a reader that
+        // has not taken the window in STALLED is cut off and the others go on.
+        while tokio::time::timeout(STALLED, publisher.room())
+            .await
+            .is_err()
+        {
+            let cut = publisher.cut_slowest();
+            tracing::debug!(zone = %zone.name(), cut, "cut off readers that stopped reading");
+        }
         if writer.is_none() && publisher.abandoned() {
             return FillOutcome::Abandoned;
         }
