@@ -337,3 +337,6 @@ impl Zone {
 pub fn encode_meta(meta: &Meta) -> Bytes {
     meta.encode()
 }
+
+#[cfg(test)]
+mod tests;
