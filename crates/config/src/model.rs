@@ -383,6 +383,23 @@ pub struct Proxy {
     /// Decode compressed request bodies before forwarding them (seed 000); `None` forwards them
     /// as they are.
     pub decompress_requests: Option<DecompressRequests>,
+    /// How the forwarded request's path is rewritten; `None` forwards it as received.
+    pub rewrite: Option<PathRewrite>,
+}
+
+/// `strip_prefix` / `replace_prefix` of a proxy: the path the upstream sees. Only the forwarded
+/// request changes (route matching, the cache key and the access log keep the client's path);
+/// the query and the path's percent-encoding are kept byte for byte.
+///
+/// Both prefixes start with `/`, do not end with one, and hold only characters a URI path may
+/// carry (no `?`, `#` or dot segments). At least one of them is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathRewrite {
+    /// Removed from paths that equal it or continue with `/` after it (`/api` strips `/api` and
+    /// `/api/users`, not `/apiary`); other paths are forwarded unchanged, `replace_prefix` or not.
+    pub strip_prefix: Option<String>,
+    /// Put where `strip_prefix` was removed, or, without `strip_prefix`, before every path.
+    pub replace_prefix: Option<String>,
 }
 
 /// Limits for decoding request bodies: beyond either, the request is refused with 413.
@@ -412,6 +429,7 @@ impl Proxy {
             request_headers: HeaderEdits::default(),
             response_headers: HeaderEdits::default(),
             decompress_requests: None,
+            rewrite: None,
         }
     }
 }

@@ -188,6 +188,8 @@ pub(crate) struct RawProxy {
     pub request_headers: Option<RawHeaderEdits>,
     pub response_headers: Option<RawHeaderEdits>,
     pub decompress_requests: Option<RawDecompress>,
+    pub strip_prefix: Option<Spanned<String>>,
+    pub replace_prefix: Option<Spanned<String>>,
 }
 
 /// `decompress_requests = { max_size = "10MiB", max_ratio = 100 }` of a proxy.

@@ -18,6 +18,7 @@ mod files;
 mod hosts;
 mod listeners;
 mod proxy;
+mod rewrite;
 mod routes;
 mod server;
 mod servers;

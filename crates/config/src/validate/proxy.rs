@@ -1,6 +1,7 @@
 //! The `proxy` action: where it forwards (a named upstream group, or one inline address), the
-//! `Host` it sees, and header edits on the way in and out. Everything is checked even when the
-//! upstream is unknown, so all mistakes show at once.
+//! `Host` it sees, header edits on the way in and out, and the path it forwards (in
+//! [`super::rewrite`]). Everything is checked even when the upstream is unknown, so all mistakes
+//! show at once.
 //!
 //! An inline `to = "host:port"` becomes an upstream group of its own with default settings, named
 //! [`inline_name`] after the route, so the server only ever sees named groups.
@@ -13,7 +14,7 @@ use super::actions::WithInline;
 use super::address::Rejection;
 use super::routes::quoted_list;
 use crate::model::{
-    Action, DecompressRequests, HeaderEdits, HostHeader, Proxy, Upstream, UpstreamServer,
+    Action, DecompressRequests, HeaderEdits, HostHeader, PathMatch, Proxy, Upstream, UpstreamServer,
 };
 use crate::path::{KeyPath, TomlKey};
 use crate::raw::{OneOrMany, RawDecompress, RawHeaderEdits, RawProxy};
@@ -40,6 +41,8 @@ pub(super) struct Targets<'a> {
     pub defined: &'a [String],
     /// The route's name, which names the group an inline `to` becomes.
     pub route: &'a str,
+    /// What the route matches, if valid: a `strip_prefix` must be able to apply to it.
+    pub path: Option<&'a PathMatch>,
 }
 
 /// The name of the upstream group made from the inline `to` of route `route`. A bare TOML key
@@ -75,6 +78,7 @@ pub(super) fn proxy(
         .decompress_requests
         .as_ref()
         .map(|r| decompress(cx, &path.key("decompress_requests"), r));
+    let rewrite = super::rewrite::rewrite(cx, path, raw, targets.path);
     let (upstream, inline) = target(cx, path, raw, targets)?;
     let proxy = Proxy {
         upstream,
@@ -82,6 +86,7 @@ pub(super) fn proxy(
         request_headers,
         response_headers,
         decompress_requests,
+        rewrite,
     };
     Some((Action::Proxy(proxy), inline))
 }

@@ -61,6 +61,7 @@ pub(super) fn routes(
         let targets = Targets {
             defined: defined.upstreams,
             route: &name,
+            path: path_match.as_ref(),
         };
         let action = super::actions::action(cx, &path, raw, &targets);
         let compress = raw

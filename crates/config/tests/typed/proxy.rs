@@ -188,6 +188,7 @@ proxy = { upstream = "app" }
     assert_eq!(proxy.upstream, expected.upstream);
     assert_eq!(proxy.host, expected.host);
     assert!(proxy.request_headers.is_empty() && proxy.response_headers.is_empty());
+    assert_eq!(proxy.rewrite, None, "the path is forwarded as received");
 
     let [app, checked] = config.upstreams.as_slice() else {
         panic!("two upstreams")
@@ -347,4 +348,45 @@ proxy = { upstream = "zeta" }
             route.name
         );
     }
+}
+
+#[test]
+fn path_rewrites_map_to_typed_values() {
+    let text = r#"
+[[listeners]]
+address = "127.0.0.1:8080"
+[upstreams.app]
+servers = ["127.0.0.1:9001"]
+[[routes]]
+path_prefix = "/api/"
+proxy = { upstream = "app", strip_prefix = "/api" }
+[[routes]]
+path_prefix = "/v1/"
+proxy = { upstream = "app", strip_prefix = "/v1", replace_prefix = "/v2" }
+[[routes]]
+proxy = { upstream = "app", replace_prefix = "/site%20a" }
+"#;
+    let config = parse_str(text, Path::new("proxy.toml")).unwrap_or_else(|d| panic!("{d}"));
+    let rewrites: Vec<Option<PathRewrite>> = config
+        .routes
+        .iter()
+        .map(|route| match &route.action {
+            Action::Proxy(proxy) => proxy.rewrite.clone(),
+            _ => panic!("proxy"),
+        })
+        .collect();
+    let rewrite = |strip: Option<&str>, replace: Option<&str>| {
+        Some(PathRewrite {
+            strip_prefix: strip.map(str::to_owned),
+            replace_prefix: replace.map(str::to_owned),
+        })
+    };
+    assert_eq!(
+        rewrites,
+        [
+            rewrite(Some("/api"), None),
+            rewrite(Some("/v1"), Some("/v2")),
+            rewrite(None, Some("/site%20a")),
+        ]
+    );
 }

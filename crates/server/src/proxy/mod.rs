@@ -1,5 +1,5 @@
-//! Proxying a request to an upstream group: pick a peer, forward with rewritten headers, stream
-//! both bodies, retry elsewhere when that is safe, and map failures to 502/504.
+//! Proxying a request to an upstream group: pick a peer, forward with rewritten headers (and
+//! path, see [`rewrite`]), stream both bodies, retry elsewhere when that is safe, and map failures to 502/504.
 //!
 //! Retry rules: a request is tried on another peer when the connection failed, or the peer reset
 //! it before any response, and nothing of it can have been acted on: either no byte of its body
@@ -13,6 +13,7 @@
 //! bounds every pause: the client's (408) and the upstream's, when it stops reading (504).
 
 mod body;
+mod rewrite;
 #[cfg(test)]
 mod tests;
 
@@ -111,6 +112,18 @@ impl ProxyHandler {
         }
         let host = client_host(&parts);
         let pick_uri = parts.uri.clone();
+        if let Some(rewrite) = &self.route.rewrite {
+            // After the client's host was read from the target and its URI kept for the pick:
+            // only the forwarded request changes. The upstream client keeps just the path and
+            // query of the URI, so origin-form loses nothing.
+            if let Some(target) = parts
+                .uri
+                .path_and_query()
+                .and_then(|target| rewrite::rewrite(target, rewrite))
+            {
+                parts.uri = http::Uri::from(target);
+            }
+        }
 
         if parts.version == http::Version::HTTP_2 {
             headers::merge_cookies(&mut parts.headers);
