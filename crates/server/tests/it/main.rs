@@ -18,6 +18,7 @@ mod metrics;
 mod precompress;
 mod proxy;
 mod proxy_protocol;
+mod rate_limit;
 mod robustness;
 mod routes;
 mod static_files;
