@@ -3,11 +3,14 @@
 //! Everything here has been checked: addresses parse, files exist, names refer to things that are
 //! defined, and a route has exactly one action. Code that receives a [`Config`] never re-validates.
 //! The quick commands (`sluice file-server`, `sluice reverse-proxy`) build these types directly.
-//! The response cache's types are in `model/cache.rs`, re-exported here.
+//! The response cache's types are in `model/cache.rs`, rate limits in `model/rate_limit.rs`,
+//! both re-exported here.
 
 mod cache;
+mod rate_limit;
 
 pub use cache::*;
+pub use rate_limit::*;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -211,6 +214,8 @@ pub struct Route {
     /// Cache responses of this route in a zone of [`Config::caches`]; only on proxy routes.
     /// `None`: nothing is stored or served from a cache.
     pub cache: Option<RouteCache>,
+    /// Limit each client's request rate on this route; `None`: no limit.
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// Response compression of a route (`compress = { ... }`). Which responses qualify and how the

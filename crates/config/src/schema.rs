@@ -12,9 +12,9 @@ use serde::de::{self, Visitor};
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
     RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
-    RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRedirect,
-    RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic,
-    RawTlsTable, RawUpstream, RawUpstreamTimeouts,
+    RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRateLimit,
+    RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
+    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -50,6 +50,7 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("routes"), I, K("compress")] => fields_of::<RawCompress>(),
         [K("routes"), I, K("compress" | "cache"), K("levels")] => fields_of::<RawCompressLevels>(),
         [K("routes"), I, K("cache")] => fields_of::<RawRouteCache>(),
+        [K("routes"), I, K("rate_limit")] => fields_of::<RawRateLimit>(),
         [
             K("routes"),
             I,
@@ -210,6 +211,7 @@ mod tests {
             route.key("compress").key("levels"),
             route.key("cache"),
             route.key("cache").key("levels"),
+            route.key("rate_limit"),
             upstream.clone(),
             upstream.key("servers").index(0),
             upstream.key("keepalive"),

@@ -163,6 +163,8 @@ levels = { zz = 1 }
 [routes.cache]
 zz = 1
 levels = { zz = 1 }
+[routes.rate_limit]
+zz = 1
 [upstreams.a]
 zz = 1
 servers = [{ address = "h:1", zz = 1 }]
@@ -203,6 +205,7 @@ zz = 1
         "routes[0].compress.levels.zz",
         "routes[0].cache.zz",
         "routes[0].cache.levels.zz",
+        "routes[0].rate_limit.zz",
         "caches.a.zz",
         "caches.a.disk.zz",
         "upstreams.a.keepalive.zz",

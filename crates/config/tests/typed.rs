@@ -1,7 +1,7 @@
 //! The happy path: valid files map to the expected typed values, defaults included, and relative
 //! paths resolve against the config file's directory. Proxies, upstream groups and the admin
 //! listener are in `typed/proxy.rs`, compression in `typed/compress.rs`, the response cache in
-//! `typed/cache.rs`.
+//! `typed/cache.rs`, rate limits in `typed/rate_limit.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,6 +17,8 @@ mod cache;
 mod compress;
 #[path = "typed/proxy.rs"]
 mod proxy;
+#[path = "typed/rate_limit.rs"]
+mod rate_limit;
 
 const FULL: &str = r#"
 [server]

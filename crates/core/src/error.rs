@@ -43,6 +43,8 @@ pub enum ErrorKind {
     PayloadTooLarge,
     /// The request body uses a content coding sluice does not decode.
     UnsupportedMediaType,
+    /// The client sent more requests than the route's rate limit allows.
+    TooManyRequests,
     /// The upstream could not be reached or answered with garbage.
     BadGateway,
     /// The upstream took too long.
@@ -124,6 +126,7 @@ impl Error {
             ErrorKind::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
             ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorKind::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             ErrorKind::BadGateway => StatusCode::BAD_GATEWAY,
             ErrorKind::GatewayTimeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

@@ -363,6 +363,7 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
         }),
         compress: args.compress.then(Compress::default),
         cache: None,
+        rate_limit: None,
     };
     Ok(quick_config(
         listener,
@@ -399,6 +400,7 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
         action: Action::Proxy(proxy),
         compress: args.compress.then(Compress::default),
         cache: None,
+        rate_limit: None,
     };
     let mut route = route;
     let mut caches = Vec::new();
@@ -659,6 +661,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             action: Action::Proxy(Proxy::to("origins")),
             compress: Some(Compress::default()),
             cache: None,
+            rate_limit: None,
         };
         // The date API is cached (the origin says `max-age=5`): curl it twice to see MISS,
         // then HIT, and once more after 5 s for a new MISS.

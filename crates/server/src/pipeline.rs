@@ -1,7 +1,8 @@
 //! The pipeline: the ONE place that orders the phases of a request.
 //!
 //! ```text
-//! request phase   route -> cache lookup (cached proxy routes; may answer here)
+//! request phase   route -> rate limit (may answer 429) -> cache lookup (cached proxy routes;
+//!                 may answer here)
 //! action          static files | fixed response | redirect | proxy
 //! response phase  cache store -> error page -> compression -> response headers (`Server`)
 //! observe         access log + metrics, when the body ends
@@ -66,12 +67,11 @@ impl Pipeline {
     }
 
     /// Request phase: everything decided from the request alone, before the action runs:
-    /// routing (no route: 404), then, on a proxy route with a cache, the lookup, which may
+    /// routing (no route: 404), the route's rate limit (no token: 429, counted, not forwarded),
+    /// then, on a proxy route with a cache, the lookup, which may
     /// answer (a hit: [`Next::Answered`]) or leave a ticket in `ctx` saying how to go upstream
     /// and what to store. Takes from the request what later phases need once the action has
     /// consumed it (`Accept-Encoding`, only on routes that compress).
-    ///
-    /// Coming here, before the lookup: limits (issue 11).
     async fn request_phase<'r>(
         &'r self,
         ctx: &mut RequestContext<'r>,
@@ -81,6 +81,11 @@ impl Pipeline {
             return Next::Answered(responses::error_page(StatusCode::NOT_FOUND, None));
         };
         ctx.route = Some(route);
+        if let Some(limit) = &route.rate_limit
+            && let Err(wait) = limit.check(ctx.client.remote.ip(), req.headers())
+        {
+            return Next::Answered(rate_limited(wait));
+        }
         if route.compression.is_some() {
             ctx.accept = AcceptEncoding::of(req.headers());
         }
@@ -244,6 +249,19 @@ impl Pipeline {
         };
         observe::observe(response, observer)
     }
+}
+
+/// The 429 for a request its route's rate limit refused: like any error, it is made here and
+/// goes through the response phase and observe; debug level, because a client over its limit
+/// is expected traffic, and one line per refusal at a higher level would flood the log.
+fn rate_limited(wait: std::time::Duration) -> Response<Body> {
+    let secs = crate::rate_limit::retry_after_secs(wait);
+    let err = Error::downstream(
+        sluice_core::ErrorKind::TooManyRequests,
+        format!("rate limit reached; retry in {secs}s"),
+    );
+    tracing::debug!("{err}");
+    responses::too_many_requests(&err, secs)
 }
 
 /// Turn an error into its response, logging what the client does not see.

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use sluice_config::{FixedResponse, Redirect};
-use sluice_core::Body;
+use sluice_core::{Body, Error};
 
 /// A short plain-text page for an error status: the status line, plus the reason for 4xx (which
 /// helps the client fix its request) but never internal details for 5xx.
@@ -19,6 +19,15 @@ pub fn error_page(status: StatusCode, detail: Option<&str>) -> Response<Body> {
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    response
+}
+
+/// The 429 of a route's rate limit, with `Retry-After` in whole seconds (at least 1).
+pub fn too_many_requests(error: &Error, retry_after_secs: u64) -> Response<Body> {
+    let mut response = error_page(error.status(), Some(error.message()));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
     response
 }
 

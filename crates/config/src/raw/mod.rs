@@ -121,6 +121,17 @@ pub(crate) struct RawRoute {
     pub proxy: Option<RawProxy>,
     pub compress: Option<RawCompress>,
     pub cache: Option<RawRouteCache>,
+    pub rate_limit: Option<RawRateLimit>,
+}
+
+/// `rate_limit = { requests = 100, per = "1s", burst = 50, key = "client_ip" }` of a route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { requests = 100, per = \"1s\" }")]
+pub(crate) struct RawRateLimit {
+    pub requests: Option<Spanned<Scalar>>,
+    pub per: Option<Spanned<Scalar>>,
+    pub burst: Option<Spanned<Scalar>>,
+    pub key: Option<Spanned<String>>,
 }
 
 /// `compress = { ... }` of a route; `{}` turns compression on with the defaults.

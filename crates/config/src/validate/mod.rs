@@ -18,6 +18,7 @@ mod files;
 mod hosts;
 mod listeners;
 mod proxy;
+mod rate_limit;
 mod rewrite;
 mod routes;
 mod server;

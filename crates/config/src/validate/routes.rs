@@ -1,6 +1,6 @@
 //! `[[routes]]`: what a route matches (hosts, path, listeners) and the checks across routes.
 //! Its action is in [`super::actions`], its `compress` option in [`super::compress`], its
-//! `cache` option in [`super::cache`].
+//! `cache` option in [`super::cache`], its `rate_limit` in [`super::rate_limit`].
 
 use std::collections::HashMap;
 
@@ -78,6 +78,10 @@ pub(super) fn routes(
             .cache
             .as_ref()
             .and_then(|c| route_cache(cx, &path.key("cache"), c, &facts));
+        let rate_limit = raw
+            .rate_limit
+            .as_ref()
+            .and_then(|l| super::rate_limit::rate_limit(cx, &path.key("rate_limit"), l));
         if let (Some(path_match), Some((action, inline))) = (path_match, action) {
             inline_upstreams.extend(inline);
             valid.push(Route {
@@ -88,6 +92,7 @@ pub(super) fn routes(
                 action,
                 compress,
                 cache,
+                rate_limit,
             });
         }
     }

@@ -71,9 +71,10 @@ pub const COMPRESS_VARIANT_HITS_TOTAL: &str = "sluice_compress_variant_hits_tota
 pub const DECOMPRESS_REQUESTS_TOTAL: &str = "sluice_decompress_requests_total";
 pub const DECOMPRESS_BYTES_IN_TOTAL: &str = "sluice_decompress_bytes_in_total";
 pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total";
+pub const RATE_LIMITED_TOTAL: &str = "sluice_rate_limited_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 24] = [
+pub const ALL_NAMES: [&str; 25] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -98,6 +99,7 @@ pub const ALL_NAMES: [&str; 24] = [
     DECOMPRESS_REQUESTS_TOTAL,
     DECOMPRESS_BYTES_IN_TOTAL,
     DECOMPRESS_BYTES_OUT_TOTAL,
+    RATE_LIMITED_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -135,6 +137,7 @@ pub struct Metrics {
     decompress_requests: Family<RouteOutcomeLabels, Counter>,
     decompress_bytes_in: Family<RouteLabels, Counter>,
     decompress_bytes_out: Family<RouteLabels, Counter>,
+    rate_limited: Family<RouteLabels, Counter>,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Cache zones read at scrape time (see [`cache`]).
@@ -246,6 +249,11 @@ impl Metrics {
             DECOMPRESS_BYTES_OUT_TOTAL,
             "Decoded request body bytes sent upstream",
         );
+        let rate_limited = register(
+            r,
+            RATE_LIMITED_TOTAL,
+            "Requests refused with 429 by a route's rate limit",
+        );
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -283,6 +291,7 @@ impl Metrics {
             decompress_requests,
             decompress_bytes_in,
             decompress_bytes_out,
+            rate_limited,
             watches: Watches::default(),
             caches,
             last_render_len: AtomicUsize::new(4096),
@@ -344,6 +353,14 @@ impl Metrics {
             variants_made: by_algorithm(&self.compress_variants_made),
             variant_hits: by_algorithm(&self.compress_variant_hits),
         }
+    }
+
+    /// The counter of requests a route's rate limit refused; call at start-up, for routes with
+    /// a `rate_limit`.
+    pub fn rate_limited(&self, route: &str) -> Counter {
+        self.rate_limited.get_or_create_owned(&RouteLabels {
+            route: route.to_owned(),
+        })
     }
 
     /// Handles for a route with `decompress_requests`. Every outcome exists from the start.

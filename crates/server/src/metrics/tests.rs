@@ -63,6 +63,7 @@ fn exercised() -> Arc<Metrics> {
     let decompress = m.decompress("api");
     decompress.outcome(super::DecompressOutcome::Decoded);
     decompress.bytes(100, 1000);
+    m.rate_limited("api").inc();
     let listener = m.listener("main");
     listener.connection_opened();
     listener.tls_handshake_failed();
@@ -79,6 +80,13 @@ fn render_contains_every_metric_name() {
         );
     }
     assert!(text.ends_with("# EOF\n"));
+}
+
+#[test]
+fn rate_limited_requests_are_counted_by_route() {
+    let text = exercised().render();
+    let api = [("route", "api")];
+    assert_eq!(sample(&text, RATE_LIMITED_TOTAL, &api), Some(1.0));
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod precompress;
 mod proxy;
 mod proxy_protocol;
 mod proxy_rewrite;
+mod rate_limit;
 mod robustness;
 mod routes;
 mod static_files;
