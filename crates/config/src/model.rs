@@ -109,6 +109,10 @@ pub struct Listener {
     pub protocols: Protocols,
     pub tls: Option<Tls>,
     pub limits: ListenerLimits,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) from a load balancer,
+    /// and its source address is the client's. Off by default: with it on, whoever reaches
+    /// the port can claim any client address.
+    pub proxy_protocol: bool,
 }
 
 impl Listener {
@@ -120,6 +124,7 @@ impl Listener {
             protocols: Protocols::default(),
             tls: None,
             limits: ListenerLimits::default(),
+            proxy_protocol: false,
         }
     }
 }

@@ -236,6 +236,7 @@ fn a_minimal_config_gets_every_default() {
         listener.limits.tls_handshake_timeout,
         Duration::from_secs(10)
     );
+    assert!(!listener.proxy_protocol, "PROXY protocol is opt-in");
     let route = &config.routes[0];
     assert_eq!(
         (route.name.as_str(), &route.path),
@@ -246,6 +247,16 @@ fn a_minimal_config_gets_every_default() {
     };
     assert_eq!(response.status, 200);
     assert!(response.headers.is_empty());
+}
+
+#[test]
+fn proxy_protocol_is_read_per_listener() {
+    let text = "[[listeners]]\naddress = \"127.0.0.1:8080\"\nproxy_protocol = true\n\n\
+                [[listeners]]\naddress = \"127.0.0.1:8081\"\nproxy_protocol = false\n\n\
+                [[routes]]\nrespond = { body = \"hi\" }\n";
+    let config = parse_str(text, Path::new("x.toml")).unwrap();
+    assert!(config.listeners[0].proxy_protocol);
+    assert!(!config.listeners[1].proxy_protocol);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Serving connections: accept, TLS handshake with ALPN, then hyper (HTTP/1.1 keep-alive, HTTP/2,
+//! Serving connections: accept, the PROXY protocol header on listeners that expect one, TLS
+//! handshake with ALPN, then hyper (HTTP/1.1 keep-alive, HTTP/2,
 //! or both on a cleartext port by sniffing the h2c prior-knowledge preface).
 //!
 //! Each connection runs in its own task and holds a drain guard; shutdown tells every connection
@@ -24,6 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::client::Client;
 use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
+use crate::proxy_protocol::{self, Prefixed};
 
 /// What a listener's connections share. The socket itself is not in here: the accept loop owns
 /// it, so it closes the moment accepting stops, not when the last connection has drained.
@@ -32,6 +34,8 @@ pub struct ListenerTask {
     pub tls: Option<TlsAcceptor>,
     pub protocols: Protocols,
     pub limits: ListenerLimits,
+    /// Connections start with a PROXY protocol header naming the real client.
+    pub proxy_protocol: bool,
     pub metrics: ListenerMetrics,
     pub pipeline: Arc<Pipeline>,
 }
@@ -130,9 +134,34 @@ async fn serve_stream(
     task: &ListenerTask,
     builders: &Builders,
     stream: TcpStream,
-    client: Client,
+    mut client: Client,
     shutdown: watch::Receiver<bool>,
 ) {
+    let stream = if task.proxy_protocol {
+        // Under the header timeout: a peer that connects and says nothing costs no more here
+        // than it would waiting for request headers.
+        match proxy_protocol::read_header(stream, task.limits.header_read_timeout).await {
+            Ok((source, stream)) => {
+                // LOCAL / UNKNOWN: the balancer's own connection (health checks) stays itself.
+                if let Some(source) = source {
+                    client.remote = source;
+                }
+                stream
+            }
+            Err(err) => {
+                // Closed without a response: whatever is talking does not speak the protocol
+                // this port is configured for, so no reply would be understood.
+                task.metrics.proxy_protocol_failed();
+                return tracing::debug!(
+                    listener = %task.name,
+                    remote = %client.remote,
+                    "PROXY protocol header refused: {err}"
+                );
+            }
+        }
+    } else {
+        Prefixed::plain(stream)
+    };
     let activity = Arc::new(AtomicU64::new(0));
     let io = ActivityIo {
         inner: stream,
@@ -246,7 +275,7 @@ impl Drop for Waiting {
 
 /// A socket that counts reads and writes, so the idle watchdog can tell whether anything moved.
 struct ActivityIo {
-    inner: TcpStream,
+    inner: Prefixed<TcpStream>,
     activity: Arc<AtomicU64>,
 }
 

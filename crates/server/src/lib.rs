@@ -19,6 +19,7 @@ pub mod observe;
 pub mod pipeline;
 pub mod precompress;
 pub mod proxy;
+pub mod proxy_protocol;
 pub mod rate_limit;
 pub mod responses;
 pub mod router;

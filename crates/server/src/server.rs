@@ -122,6 +122,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
                 tls: acceptor,
                 protocols: listener.protocols,
                 limits: listener.limits.clone(),
+                proxy_protocol: listener.proxy_protocol,
                 metrics: metrics.listener(&listener.name),
                 pipeline: Arc::new(Pipeline {
                     router: Router::for_listener(&routes, &listener.name),

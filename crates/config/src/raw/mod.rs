@@ -78,6 +78,9 @@ pub(crate) struct RawListener {
     pub max_header_size: Option<Spanned<Scalar>>,
     pub max_headers: Option<Spanned<Scalar>>,
     pub max_concurrent_streams: Option<Spanned<Scalar>>,
+    /// A `Scalar` rather than a `bool`, so `"true"` or `"v2"` gets a hint instead of a bare
+    /// type error.
+    pub proxy_protocol: Option<Spanned<Scalar>>,
     pub tls: Option<Spanned<RawTls>>,
 }
 

@@ -31,6 +31,7 @@ pub(super) fn listeners(cx: &mut Cx<'_>, raw: Vec<RawListener>) -> (Vec<Listener
         let protocols = protocols(cx, &path, raw);
         let limits = limits(cx, &path, raw);
         let tls = super::tls::tls(cx, &path.key("tls"), raw.tls.as_ref());
+        let proxy_protocol = proxy_protocol(cx, &path, raw);
         if let Some(address) = address {
             let name = name.clone();
             valid.push(Listener {
@@ -39,6 +40,7 @@ pub(super) fn listeners(cx: &mut Cx<'_>, raw: Vec<RawListener>) -> (Vec<Listener
                 protocols,
                 tls,
                 limits,
+                proxy_protocol,
             });
         }
         identities.push(Identity { name, raw, address });
@@ -196,6 +198,37 @@ fn protocol_hint(other: &str) -> String {
         "h3" | "http/3" | "http3" => "HTTP/3 is not supported; use \"http/1.1\" and \"h2\"".into(),
         _ => r#"the protocols are "http/1.1" and "h2""#.into(),
     }
+}
+
+/// `proxy_protocol = true | false`; a quoted or versioned spelling gets a hint, since both
+/// header versions are always accepted.
+fn proxy_protocol(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> bool {
+    let Some(value) = &raw.proxy_protocol else {
+        return false;
+    };
+    if let Scalar::Bool(on) = value.get_ref() {
+        return *on;
+    }
+    let hint = match value.get_ref() {
+        Scalar::Str(text) if matches!(text.trim(), "true" | "false") => {
+            format!("write proxy_protocol = {} without quotes", text.trim())
+        }
+        Scalar::Str(_) | Scalar::Int(_) => {
+            "write proxy_protocol = true: PROXY protocol v1 and v2 headers are both accepted".into()
+        }
+        Scalar::Float(_) | Scalar::Bool(_) => "write proxy_protocol = true or false".into(),
+    };
+    let message = format!(
+        "`proxy_protocol` must be true or false, found {}",
+        value.get_ref().describe()
+    );
+    cx.r.error(
+        &path.key("proxy_protocol"),
+        Some(value.span()),
+        message,
+        Some(hint),
+    );
+    false
 }
 
 fn limits(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> ListenerLimits {

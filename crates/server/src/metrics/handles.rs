@@ -313,6 +313,7 @@ pub struct ListenerMetrics {
     pub(super) open: Gauge,
     pub(super) total: Counter,
     pub(super) tls_failures: Counter,
+    pub(super) proxy_protocol_errors: Counter,
 }
 
 impl ListenerMetrics {
@@ -338,6 +339,12 @@ impl ListenerMetrics {
     /// A TLS handshake failed or timed out (the connection is closed and counted closed as usual).
     pub fn tls_handshake_failed(&self) {
         self.tls_failures.inc();
+    }
+
+    /// A connection on a `proxy_protocol` listener did not start with a valid PROXY header in
+    /// time (it is closed without a response).
+    pub fn proxy_protocol_failed(&self) {
+        self.proxy_protocol_errors.inc();
     }
 }
 

@@ -62,6 +62,7 @@ pub const UPSTREAM_CONNECTIONS: &str = "sluice_upstream_connections";
 pub const CONNECTIONS_OPEN: &str = "sluice_connections_open";
 pub const CONNECTIONS_TOTAL: &str = "sluice_connections_total";
 pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "sluice_tls_handshake_failures_total";
+pub const PROXY_PROTOCOL_ERRORS_TOTAL: &str = "sluice_proxy_protocol_errors_total";
 pub const BUILD_INFO: &str = "sluice_build_info";
 pub const COMPRESS_RESPONSES_TOTAL: &str = "sluice_compress_responses_total";
 pub const COMPRESS_BYTES_IN_TOTAL: &str = "sluice_compress_bytes_in_total";
@@ -74,7 +75,7 @@ pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total"
 pub const RATE_LIMITED_TOTAL: &str = "sluice_rate_limited_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 25] = [
+pub const ALL_NAMES: [&str; 26] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -90,6 +91,7 @@ pub const ALL_NAMES: [&str; 25] = [
     CONNECTIONS_OPEN,
     CONNECTIONS_TOTAL,
     TLS_HANDSHAKE_FAILURES_TOTAL,
+    PROXY_PROTOCOL_ERRORS_TOTAL,
     BUILD_INFO,
     COMPRESS_RESPONSES_TOTAL,
     COMPRESS_BYTES_IN_TOTAL,
@@ -129,6 +131,7 @@ pub struct Metrics {
     connections_open: Family<ListenerLabels, Gauge>,
     connections: Family<ListenerLabels, Counter>,
     tls_failures: Family<ListenerLabels, Counter>,
+    proxy_protocol_errors: Family<ListenerLabels, Counter>,
     compress_responses: Family<RouteDecisionLabels, Counter>,
     compress_bytes_in: Family<AlgorithmLabels, Counter>,
     compress_bytes_out: Family<AlgorithmLabels, Counter>,
@@ -209,6 +212,11 @@ impl Metrics {
             TLS_HANDSHAKE_FAILURES_TOTAL,
             "TLS handshakes that failed or timed out",
         );
+        let proxy_protocol_errors = register(
+            r,
+            PROXY_PROTOCOL_ERRORS_TOTAL,
+            "Connections closed for a missing, malformed or late PROXY protocol header",
+        );
         let compress_responses = register(
             r,
             COMPRESS_RESPONSES_TOTAL,
@@ -283,6 +291,7 @@ impl Metrics {
             connections_open,
             connections,
             tls_failures,
+            proxy_protocol_errors,
             compress_responses,
             compress_bytes_in,
             compress_bytes_out,
@@ -465,6 +474,7 @@ impl Metrics {
             open: self.connections_open.get_or_create_owned(&labels),
             total: self.connections.get_or_create_owned(&labels),
             tls_failures: self.tls_failures.get_or_create_owned(&labels),
+            proxy_protocol_errors: self.proxy_protocol_errors.get_or_create_owned(&labels),
         }
     }
 

@@ -67,6 +67,7 @@ fn exercised() -> Arc<Metrics> {
     let listener = m.listener("main");
     listener.connection_opened();
     listener.tls_handshake_failed();
+    listener.proxy_protocol_failed();
     m
 }
 

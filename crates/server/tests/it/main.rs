@@ -18,6 +18,7 @@ mod metrics;
 mod precompress;
 mod proxy;
 mod proxy_protocol;
+mod proxy_protocol_listener;
 mod proxy_rewrite;
 mod rate_limit;
 mod robustness;
