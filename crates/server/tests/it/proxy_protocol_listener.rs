@@ -191,3 +191,41 @@ async fn a_listener_without_the_option_is_unchanged() {
         0.0
     );
 }
+
+#[tokio::test]
+async fn the_header_comes_before_the_tls_handshake() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let temp = tempfile::tempdir().unwrap();
+    let upstream = xff_upstream().await;
+    let server = start_toml_in(
+        temp.path(),
+        &format!(
+            r#"
+            [log]
+            access = "off"
+            [[listeners]]
+            address = "127.0.0.1:0"
+            protocols = ["http/1.1"]
+            tls = "self-signed"
+            proxy_protocol = true
+            [[routes]]
+            proxy = {{ to = "{upstream}" }}
+            "#
+        ),
+    )
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.first_addr())
+        .await
+        .unwrap();
+    tcp.write_all(&v2_header()).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(
+        sluice_testkit::insecure_tls_config(),
+    ));
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(REQUEST).await.unwrap();
+    let mut response = Vec::new();
+    // The server may close without close_notify once the response is sent.
+    let _ = tls.read_to_end(&mut response).await;
+    assert_eq!(body(&response), "xff=198.51.100.7");
+}
