@@ -1,6 +1,6 @@
 //! Serving connections: accept, the PROXY protocol header on listeners that expect one, TLS
-//! handshake with ALPN, then hyper (HTTP/1.1 keep-alive, HTTP/2,
-//! or both on a cleartext port by sniffing the h2c prior-knowledge preface).
+//! handshake with ALPN, then hyper (HTTP/1.1 keep-alive, HTTP/2, or both on a cleartext port by
+//! sniffing the h2c prior-knowledge preface).
 //!
 //! Each connection runs in its own task and holds a drain guard; shutdown tells every connection
 //! to finish its in-flight requests and close, then waits for the guards to drop.
