@@ -459,7 +459,7 @@ impl RouteCache {
     }
 
     /// The request to send upstream for `ticket`: the client's own for methods the cache does
-    /// not serve; otherwise the cache's GET (see [`store::upstream_request`]).
+    /// not serve; otherwise the cache's GET (see `store::upstream_request`).
     pub fn upstream_request(
         &self,
         ticket: &Ticket,

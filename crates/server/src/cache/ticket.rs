@@ -23,8 +23,8 @@ pub enum Lookup {
     /// Answered from the cache (HIT, STALE, UPDATING; 504 for `only-if-cached`): the action
     /// is skipped.
     Answered(Outcome),
-    /// Go upstream with [`RouteCache::upstream_request`], then hand the result to
-    /// [`RouteCache::complete`].
+    /// Go upstream with [`RouteCache::upstream_request`](super::RouteCache::upstream_request), then hand the result to
+    /// [`RouteCache::complete`](super::RouteCache::complete).
     Upstream(Ticket),
 }
 

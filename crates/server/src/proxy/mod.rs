@@ -1,5 +1,5 @@
 //! Proxying a request to an upstream group: pick a peer, forward with rewritten headers (and
-//! path, see [`rewrite`]), stream both bodies, retry elsewhere when that is safe, and map failures to 502/504.
+//! path, see `rewrite`), stream both bodies, retry elsewhere when that is safe, and map failures to 502/504.
 //!
 //! Retry rules: a request is tried on another peer when the connection failed, or the peer reset
 //! it before any response, and nothing of it can have been acted on: either no byte of its body

@@ -6,7 +6,7 @@
 //! Why hand-written GCRA over `quick_cache` rather than `governor`: governor's keyed store is a
 //! map that grows with every key until someone prunes it, on a timer, so memory between prunes
 //! is whatever the clients made it. A `quick_cache` is bounded by construction (the crate
-//! already uses it) and GCRA is a few lines ([`gcra`]).
+//! already uses it) and GCRA is a few lines (`gcra`).
 //!
 //! Memory: at most [`KEYS_PER_ROUTE`] buckets per route, each a `u64` key (a hash of the
 //! client's IP or header value, never the value itself, so a long header costs nothing) and an
