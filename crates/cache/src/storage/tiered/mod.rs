@@ -8,7 +8,8 @@
 //! - A read tries memory, then disk. A disk hit small enough for memory is read whole and promoted
 //!   (kept only if the disk still holds that same version once it is in memory, so a write or a
 //!   meta update racing the read is never shadowed by the older copy); a larger one streams.
-//! - `update_meta` and `remove` apply to both; `list` is the disk tier's.
+//! - `update_meta` and `remove` apply to both; `list` is the disk tier's. Commits of one id
+//!   (disk then memory) go one at a time, so two writers of it cannot leave the tiers disagreeing.
 //!
 //! Listeners: the disk tier's listener is the zone's. A disk eviction (or damage) also drops the
 //! memory copy, then tells the zone. A memory eviction tells the zone only when the disk does not
@@ -36,7 +37,14 @@ use writer::TeeWriter;
 pub struct TieredStorage {
     memory: MemoryStorage,
     disk: DiskStorage,
+    /// Commits of one id go one at a time (striped by id): two writers of the same id
+    /// interleaving their disk and memory commits could otherwise leave memory holding one
+    /// object and disk the other.
+    commits: Arc<[tokio::sync::Mutex<()>]>,
 }
+
+/// Stripes of [`TieredStorage::commits`].
+const COMMIT_STRIPES: usize = 64;
 
 impl TieredStorage {
     /// Stacks `memory` in front of `disk`. The disk tier's [`EvictListener`] becomes the zone's
@@ -66,7 +74,20 @@ impl TieredStorage {
             })
         });
         memory.set_evict_listener(on_memory_evict);
-        TieredStorage { memory, disk }
+        let commits = (0..COMMIT_STRIPES)
+            .map(|_| tokio::sync::Mutex::new(()))
+            .collect();
+        TieredStorage {
+            memory,
+            disk,
+            commits,
+        }
+    }
+
+    /// The lock that orders the commits of `id`.
+    fn commit_lock(&self, id: ObjectId) -> &tokio::sync::Mutex<()> {
+        let stripe = usize::from(id.0[0]) % self.commits.len().max(1);
+        &self.commits[stripe]
     }
 
     /// The memory tier, for its own usage metrics.

@@ -60,6 +60,7 @@ impl TeeWriter {
             memory,
             disk,
         } = self;
+        let _one_at_a_time = tiers.commit_lock(id).lock().await;
         // Disk first: its commit may evict, and evictions drop memory copies; memory's commit
         // then goes in last and is not undone by this write's own evictions.
         let on_disk = match disk {
