@@ -299,7 +299,7 @@ fn joined_field(headers: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
 
 /// The value of cookie `name` (RFC 6265 §5.4 `cookie-string`: `a=1; b=2`), the first if sent
 /// twice. HTTP/2 may split `Cookie` into several lines (RFC 9113 §8.2.3): all are searched.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
     headers
         .get_all(header::COOKIE)
         .iter()

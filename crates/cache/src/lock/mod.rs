@@ -528,7 +528,7 @@ impl<H> Drop for Reader<H> {
 
 /// A poisoned lock only means another thread panicked mid-update; the state here stays valid
 /// (every update is a few field writes), so carry on rather than propagate the panic.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -7,13 +7,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::HeaderMap;
 use sluice_core::ContentCoding;
 
 use super::Zone;
+use crate::lock::lock;
 use crate::meta::Meta;
 use crate::storage::ObjectId;
 use crate::vary::{AcceptEncodingKey, VaryKey, VaryRule, vary_key};
@@ -370,11 +371,4 @@ impl Index {
         }
         ids
     }
-}
-
-/// See `lock::lock`: the state stays valid across a panic elsewhere.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

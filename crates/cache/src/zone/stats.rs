@@ -71,17 +71,6 @@ impl CacheStatus {
             CacheStatus::Bypass => 6,
         }
     }
-
-    /// Served from storage without waiting for the origin.
-    pub const fn from_cache(self) -> bool {
-        matches!(
-            self,
-            CacheStatus::Hit
-                | CacheStatus::Stale
-                | CacheStatus::Updating
-                | CacheStatus::Revalidated
-        )
-    }
 }
 
 /// Counters of one zone.

@@ -2,7 +2,7 @@
 //! config once.
 
 use http::HeaderMap;
-use sluice_cache::key::KeyPart;
+use sluice_cache::key::{KeyPart, cookie};
 use sluice_config::{CacheKeyPart, RequestCondition};
 
 /// A request header or cookie that, when present and neither empty nor "0", triggers the
@@ -33,19 +33,6 @@ impl Condition {
 fn is_set(value: &[u8]) -> bool {
     let value = value.trim_ascii();
     !value.is_empty() && value != b"0"
-}
-
-/// The value of cookie `name` in the request's `Cookie` fields.
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
-    headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b';'))
-        .find_map(|pair| {
-            let pair = pair.trim_ascii();
-            let (k, v) = pair.split_at(pair.iter().position(|&b| b == b'=')?);
-            (k == name.as_bytes()).then(|| &v[1..])
-        })
 }
 
 pub(super) fn key_part(part: &CacheKeyPart) -> KeyPart {

@@ -120,6 +120,17 @@ pub(super) async fn entry(
     Some(Outcome::new(response, Some(status)))
 }
 
+/// The `Content-Length` a stored or arriving response declares, if one sane value.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Whether the client accepts the stored response's content coding (identity always counts:
 /// RFC 9110 §12.5.3 lets a server send it whatever `Accept-Encoding` says).
 fn accepted_as_stored(parts: &Parts, source: &Meta) -> bool {
@@ -245,10 +256,7 @@ pub(super) fn from_reader(
     reader: Reader<Head>,
     _compression: Option<&RouteCompression>,
 ) -> Response<Body> {
-    let len = head
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let len = content_length(&head.headers);
     let body = if parts.method == Method::HEAD {
         Body::Empty
     } else {
@@ -287,10 +295,7 @@ pub(super) fn variant_after_commit(
     let Some(compression) = compression else {
         return false;
     };
-    let len = meta
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    let len = content_length(&meta.headers);
     let (Some(len), Some(stored)) = (len, coding_of(&meta.headers)) else {
         return false;
     };
@@ -327,10 +332,7 @@ pub(super) fn from_flight(
     *response.status_mut() = meta.status;
     *response.headers_mut() = meta.headers.clone();
     response.headers_mut().remove(NOT_FORWARDED);
-    let len = meta
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let len = content_length(&meta.headers);
     if parts.method != Method::HEAD {
         *response.body_mut() = Body::stream(reader.with_len(len));
     }
