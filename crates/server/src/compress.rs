@@ -138,10 +138,7 @@ impl RouteCompression {
                 .iter()
                 .map(HeaderValue::as_bytes)
         };
-        if stored != ContentCoding::Identity
-            && sluice_http::encoding::negotiate_fields(accept(), &[stored])
-                == sluice_http::encoding::Negotiated::Use(stored)
-        {
+        if stored != ContentCoding::Identity && accepts(req_headers, stored) {
             return stored;
         }
         let transformable = status == StatusCode::OK
@@ -271,6 +268,17 @@ impl RouteCompression {
         *response.body_mut() = Body::Stream(UnsyncBoxBody::new(metered));
         Decision::Compress(encoding)
     }
+}
+
+/// Whether a request with `req_headers` takes a body already in `coding` (negotiated as if
+/// `coding` were the only one on offer).
+pub fn accepts(req_headers: &HeaderMap, coding: ContentCoding) -> bool {
+    let lines = req_headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .map(HeaderValue::as_bytes);
+    sluice_http::encoding::negotiate_fields(lines, &[coding])
+        == sluice_http::encoding::Negotiated::Use(coding)
 }
 
 /// The request's `Accept-Encoding` lines, kept in the request context for the response phase.

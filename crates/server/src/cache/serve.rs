@@ -15,7 +15,6 @@ use sluice_cache::vary::{AcceptEncodingKey, VaryRule, vary_key};
 use sluice_cache::zone::{CacheStatus, Entry, Head, Stats};
 use sluice_core::{Body, ContentCoding};
 use sluice_http::compress_policy::{Precompressed, add_vary};
-use sluice_http::encoding::{Negotiated, negotiate_fields};
 use sluice_http::static_files::range::RangeDecision;
 
 use super::{Outcome, RouteCache, variant};
@@ -136,14 +135,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 fn accepted_as_stored(parts: &Parts, source: &Meta) -> bool {
     match coding_of(&source.headers) {
         Some(ContentCoding::Identity) => true,
-        Some(coding) => {
-            let lines = parts
-                .headers
-                .get_all(header::ACCEPT_ENCODING)
-                .iter()
-                .map(HeaderValue::as_bytes);
-            negotiate_fields(lines, &[coding]) == Negotiated::Use(coding)
-        }
+        Some(coding) => crate::compress::accepts(&parts.headers, coding),
         // Stacked or unknown codings: only as stored, and only to who asked for them.
         None => false,
     }
