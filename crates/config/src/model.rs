@@ -51,6 +51,9 @@ pub struct ServerSettings {
     pub shutdown_timeout: Duration,
     /// Value of the `Server` response header; `None` sends none.
     pub server_header: Option<http::HeaderValue>,
+    /// Peers whose `X-Forwarded-*` headers are believed (`trusted_proxies`), for listeners that
+    /// do not name their own; empty: nobody's.
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl Default for ServerSettings {
@@ -59,6 +62,7 @@ impl Default for ServerSettings {
             workers: None,
             shutdown_timeout: Duration::from_secs(30),
             server_header: Some(http::HeaderValue::from_static("sluice")),
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -113,6 +117,27 @@ pub struct Listener {
     /// and its source address is the client's. Off by default: with it on, whoever reaches
     /// the port can claim any client address.
     pub proxy_protocol: bool,
+    /// Peers whose `X-Forwarded-For`, `-Proto` and `-Host` are believed (the listener's own
+    /// `trusted_proxies`, or else `[server]`'s); from any other peer they are replaced.
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// `trusted_proxies = ["10.0.0.0/8", "192.0.2.7"]`: the addresses (CIDR blocks) of proxies in
+/// front of sluice, as nginx's `set_real_ip_from`. Empty (the default) trusts nobody.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(pub Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    /// Whether `ip` is one of the trusted proxies. An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`,
+    /// how a dual-stack socket shows an IPv4 peer) counts as its IPv4 address.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl Listener {
@@ -125,6 +150,7 @@ impl Listener {
             tls: None,
             limits: ListenerLimits::default(),
             proxy_protocol: false,
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -297,7 +323,9 @@ impl HostMatch {
     }
 }
 
-/// How a route matches the request path (before percent-decoding).
+/// How a route matches the request path: its normal form (RFC 3986 §6.2.2: unreserved
+/// characters decoded, dot segments removed; see `sluice_core::uri_path`), which the configured
+/// path is in too (validation refuses one that is not).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathMatch {
     /// Exactly this path.
@@ -395,6 +423,20 @@ pub struct Proxy {
     pub decompress_requests: Option<DecompressRequests>,
     /// How the forwarded request's path is rewritten; `None` forwards it as received.
     pub rewrite: Option<PathRewrite>,
+    /// Which path goes upstream: the client's, byte for byte (the default), or its normal form.
+    pub forward_path: ForwardPath,
+}
+
+/// `forward_path` of a proxy: the path the upstream receives. Routing always uses the normal
+/// form; this only says what is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForwardPath {
+    /// `"as_received"`: the path as the client wrote it (nginx's `proxy_pass` without a URI).
+    #[default]
+    AsReceived,
+    /// `"normalized"`: the normal form the route matched (`/%61dmin/../x` goes as `/x`), for
+    /// upstreams that must see exactly what sluice routed on.
+    Normalized,
 }
 
 /// `strip_prefix` / `replace_prefix` of a proxy: the path the upstream sees. Only the forwarded
@@ -440,6 +482,7 @@ impl Proxy {
             response_headers: HeaderEdits::default(),
             decompress_requests: None,
             rewrite: None,
+            forward_path: ForwardPath::AsReceived,
         }
     }
 }

@@ -15,6 +15,8 @@ use sluice_config::*;
 mod cache;
 #[path = "typed/compress.rs"]
 mod compress;
+#[path = "typed/paths.rs"]
+mod paths;
 #[path = "typed/proxy.rs"]
 mod proxy;
 #[path = "typed/rate_limit.rs"]

@@ -54,6 +54,7 @@ pub(crate) struct RawServer {
     pub workers: Option<Spanned<Scalar>>,
     pub shutdown_timeout: Option<Spanned<Scalar>>,
     pub server_header: Option<Spanned<String>>,
+    pub trusted_proxies: Option<Spanned<OneOrMany>>,
 }
 
 /// `[log]`
@@ -81,6 +82,7 @@ pub(crate) struct RawListener {
     /// A `Scalar` rather than a `bool`, so `"true"` or `"v2"` gets a hint instead of a bare
     /// type error.
     pub proxy_protocol: Option<Spanned<Scalar>>,
+    pub trusted_proxies: Option<Spanned<OneOrMany>>,
     pub tls: Option<Spanned<RawTls>>,
 }
 
@@ -204,6 +206,7 @@ pub(crate) struct RawProxy {
     pub decompress_requests: Option<RawDecompress>,
     pub strip_prefix: Option<Spanned<String>>,
     pub replace_prefix: Option<Spanned<String>>,
+    pub forward_path: Option<Spanned<String>>,
 }
 
 /// `decompress_requests = { max_size = "10MiB", max_ratio = 100 }` of a proxy.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Cx;
 use super::address::parse_listen_address;
-use crate::model::{Listener, ListenerLimits, Protocols};
+use crate::model::{Listener, ListenerLimits, Protocols, TrustedProxies};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawListener, Scalar};
 
@@ -15,7 +15,13 @@ use crate::raw::{OneOrMany, RawListener, Scalar};
 const MIN_HEADER_SIZE: u64 = 8 * 1024;
 
 /// The valid listeners, and the names of all of them (valid or not) for routes to refer to.
-pub(super) fn listeners(cx: &mut Cx<'_>, raw: Vec<RawListener>) -> (Vec<Listener>, Vec<String>) {
+/// `trusted` is `[server]`'s `trusted_proxies`, for listeners without their own (an empty list
+/// of their own trusts nobody on that listener).
+pub(super) fn listeners(
+    cx: &mut Cx<'_>,
+    raw: Vec<RawListener>,
+    trusted: &TrustedProxies,
+) -> (Vec<Listener>, Vec<String>) {
     let root = KeyPath::root().key("listeners");
     if raw.is_empty() {
         let hint = r#"add a [[listeners]] table, e.g. address = "127.0.0.1:8080""#;
@@ -32,6 +38,11 @@ pub(super) fn listeners(cx: &mut Cx<'_>, raw: Vec<RawListener>) -> (Vec<Listener
         let limits = limits(cx, &path, raw);
         let tls = super::tls::tls(cx, &path.key("tls"), raw.tls.as_ref());
         let proxy_protocol = proxy_protocol(cx, &path, raw);
+        let trusted_proxies = raw
+            .trusted_proxies
+            .as_ref()
+            .map(|v| super::trusted::trusted_proxies(cx, &path.key("trusted_proxies"), v))
+            .unwrap_or_else(|| trusted.clone());
         if let Some(address) = address {
             let name = name.clone();
             valid.push(Listener {
@@ -41,6 +52,7 @@ pub(super) fn listeners(cx: &mut Cx<'_>, raw: Vec<RawListener>) -> (Vec<Listener
                 tls,
                 limits,
                 proxy_protocol,
+                trusted_proxies,
             });
         }
         identities.push(Identity { name, raw, address });

@@ -24,6 +24,7 @@ mod routes;
 mod server;
 mod servers;
 mod tls;
+mod trusted;
 mod upstream_settings;
 mod upstreams;
 mod values;
@@ -46,7 +47,8 @@ pub(crate) struct Cx<'a> {
 pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
     let server = server::server(cx, raw.server);
     let log = server::log(cx, raw.log);
-    let (listeners, listener_names) = listeners::listeners(cx, raw.listeners);
+    let (listeners, listener_names) =
+        listeners::listeners(cx, raw.listeners, &server.trusted_proxies);
     let upstream_names: Vec<String> = raw.upstreams.keys().cloned().collect();
     let mut upstreams = upstreams::upstreams(cx, raw.upstreams);
     let zone_names: Vec<String> = raw.caches.keys().cloned().collect();

@@ -14,7 +14,8 @@ use super::actions::WithInline;
 use super::address::Rejection;
 use super::routes::quoted_list;
 use crate::model::{
-    Action, DecompressRequests, HeaderEdits, HostHeader, PathMatch, Proxy, Upstream, UpstreamServer,
+    Action, DecompressRequests, ForwardPath, HeaderEdits, HostHeader, PathMatch, Proxy, Upstream,
+    UpstreamServer,
 };
 use crate::path::{KeyPath, TomlKey};
 use crate::raw::{OneOrMany, RawDecompress, RawHeaderEdits, RawProxy};
@@ -79,6 +80,10 @@ pub(super) fn proxy(
         .as_ref()
         .map(|r| decompress(cx, &path.key("decompress_requests"), r));
     let rewrite = super::rewrite::rewrite(cx, path, raw, targets.path);
+    let forward_path = match &raw.forward_path {
+        Some(value) => forward_path(cx, &path.key("forward_path"), value)?,
+        None => ForwardPath::AsReceived,
+    };
     let (upstream, inline) = target(cx, path, raw, targets)?;
     let proxy = Proxy {
         upstream,
@@ -87,8 +92,33 @@ pub(super) fn proxy(
         response_headers,
         decompress_requests,
         rewrite,
+        forward_path,
     };
     Some((Action::Proxy(proxy), inline))
+}
+
+/// `forward_path = "as_received" | "normalized"`; the British spelling is understood for a hint.
+fn forward_path(cx: &mut Cx<'_>, path: &KeyPath, value: &Spanned<String>) -> Option<ForwardPath> {
+    let text = value.get_ref().as_str();
+    match text {
+        "as_received" => return Some(ForwardPath::AsReceived),
+        "normalized" => return Some(ForwardPath::Normalized),
+        _ => {}
+    }
+    let hint = match text.trim().to_ascii_lowercase().replace(['-', ' '], "_").as_str() {
+        "normalised" | "normal" | "normalize" | "normalise" => r#"write "normalized""#.to_owned(),
+        "as_is" | "raw" | "received" | "original" | "as_recieved" => {
+            r#"write "as_received""#.to_owned()
+        }
+        _ => r#"write "as_received" (the path as the client sent it, the default) or "normalized" (the form routes matched)"#.to_owned(),
+    };
+    cx.r.error(
+        path,
+        Some(value.span()),
+        format!("unknown `forward_path` `{text}`"),
+        Some(hint),
+    );
+    None
 }
 
 /// Request-body decompression limits; defaults from the model.

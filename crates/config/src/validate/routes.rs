@@ -146,11 +146,11 @@ fn path_match(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRoute) -> Option<PathMat
         ))
     } else if !text.starts_with('/') {
         Some((start, format!(r#"write "/{text}""#)))
+    } else if let Some(stem) = text.strip_suffix('*') {
+        let hint = format!(r#"path_prefix = "{stem}" matches every path below it"#);
+        Some((format!("`{key}` has no wildcards, found `{text}`"), hint))
     } else {
-        text.strip_suffix('*').map(|stem| {
-            let hint = format!(r#"path_prefix = "{stem}" matches every path below it"#);
-            (format!("`{key}` has no wildcards, found `{text}`"), hint)
-        })
+        not_normal(key, text)
     };
     if let Some((message, hint)) = problem {
         cx.r.error(&path.key(key), Some(value.span()), message, Some(hint));
@@ -161,6 +161,31 @@ fn path_match(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRoute) -> Option<PathMat
     } else {
         PathMatch::Prefix(text.clone())
     })
+}
+
+/// Requests are routed on their normal form (`sluice_core::uri_path`): a path written any
+/// other way would never match, so it is refused with the form to write.
+fn not_normal(key: &str, text: &str) -> Option<(String, String)> {
+    use sluice_core::uri_path::{PathError, normalize};
+    match normalize(text) {
+        Ok(normal) if normal == text => None,
+        Ok(normal) => Some((
+            format!(
+                "`{key}` is not in normal form: requests are matched once `{text}` reads `{normal}`"
+            ),
+            format!(
+                r#"write "{normal}" (encoded letters, digits and `-._~` are decoded, other escapes get uppercase hex, `.` and `..` segments are resolved)"#
+            ),
+        )),
+        Err(PathError::BadEscape) => Some((
+            format!("`{key}` has a `%` that is not followed by two hex digits"),
+            "write `%25` for a literal `%`".to_owned(),
+        )),
+        Err(PathError::AboveRoot) => Some((
+            format!("`{key}` climbs above the root with `..`, found `{text}`"),
+            "such requests are refused with 400; write the path without `..`".to_owned(),
+        )),
+    }
 }
 
 fn route_listeners(

@@ -44,10 +44,16 @@ pub(super) fn server(cx: &mut Cx<'_>, raw: Option<RawServer>) -> ServerSettings 
             }
         },
     };
+    let trusted_proxies = raw
+        .trusted_proxies
+        .as_ref()
+        .map(|v| super::trusted::trusted_proxies(cx, &path.key("trusted_proxies"), v))
+        .unwrap_or_default();
     ServerSettings {
         workers,
         shutdown_timeout,
         server_header,
+        trusted_proxies,
     }
 }
 
