@@ -1,6 +1,9 @@
 //! Header rules for proxying (RFC 9110 §7.6): hop-by-hop fields are removed in both directions,
-//! including every field named in `Connection`; `X-Forwarded-For`, `-Proto`, `-Host` and `Via`
-//! are appended so the upstream sees the whole chain (a field on several lines is one list);
+//! including every field named in `Connection`; `Via` is appended to, and so is
+//! `X-Forwarded-For` when the peer is a trusted proxy (a field on several lines is one list);
+//! from any other peer `X-Forwarded-For`, `-Proto` and `-Host` are replaced by what this hop
+//! knows and `Forwarded` (RFC 7239, which sluice does not write) is removed, so a client cannot
+//! forge its address, scheme or host;
 //! `TE: trailers` alone survives as a hop-by-hop field; route edits (remove, then set) come last.
 
 use std::net::IpAddr;
@@ -65,7 +68,10 @@ pub fn append_list(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue
 
 /// What the forwarding headers say about this hop.
 pub struct Hop {
-    pub client_ip: IpAddr,
+    /// The address the request came from (the connection's peer).
+    pub peer_ip: IpAddr,
+    /// The peer is a trusted proxy: its `X-Forwarded-*` and `Forwarded` are kept.
+    pub trusted: bool,
     pub tls: bool,
     /// The host the client asked for (`Host` or `:authority`).
     pub host: Option<HeaderValue>,
@@ -73,16 +79,34 @@ pub struct Hop {
     pub version: http::Version,
 }
 
-/// Append `X-Forwarded-For`, `-Proto`, `-Host` and `Via` to a request going upstream.
+/// `X-Forwarded-For`, `-Proto`, `-Host` and `Via` of a request going upstream.
+///
+/// From a trusted proxy, the chain goes on: the peer is appended to `X-Forwarded-For`, and the
+/// proxy's `X-Forwarded-Proto` and `-Host` (what the client used at the edge) are kept, set
+/// from this hop only when absent. From anyone else, the three are this hop's alone (the
+/// peer, this connection's scheme, the request's host) and `Forwarded` is dropped.
 pub fn add_forwarded(headers: &mut HeaderMap, hop: Hop) {
-    append_list(headers, X_FORWARDED_FOR, ip_value(hop.client_ip));
-    append_list(
-        headers,
-        X_FORWARDED_PROTO,
-        HeaderValue::from_static(if hop.tls { "https" } else { "http" }),
-    );
-    if let Some(host) = hop.host {
-        append_list(headers, X_FORWARDED_HOST, host);
+    let proto = HeaderValue::from_static(if hop.tls { "https" } else { "http" });
+    if hop.trusted {
+        append_list(headers, X_FORWARDED_FOR, ip_value(hop.peer_ip));
+        if !headers.contains_key(&X_FORWARDED_PROTO) {
+            headers.insert(X_FORWARDED_PROTO, proto);
+        }
+        if let (false, Some(host)) = (headers.contains_key(&X_FORWARDED_HOST), hop.host) {
+            headers.insert(X_FORWARDED_HOST, host);
+        }
+    } else {
+        headers.insert(X_FORWARDED_FOR, ip_value(hop.peer_ip));
+        headers.insert(X_FORWARDED_PROTO, proto);
+        match hop.host {
+            Some(host) => {
+                headers.insert(X_FORWARDED_HOST, host);
+            }
+            None => {
+                headers.remove(X_FORWARDED_HOST);
+            }
+        }
+        headers.remove(header::FORWARDED);
     }
     add_via(headers, hop.version);
 }
@@ -189,7 +213,8 @@ mod tests {
         h.insert("x-forwarded-for", "10.0.0.1".parse().unwrap());
         h.insert("via", "1.1 edge".parse().unwrap());
         let hop = Hop {
-            client_ip: "192.0.2.7".parse().unwrap(),
+            peer_ip: "192.0.2.7".parse().unwrap(),
+            trusted: true,
             tls: true,
             host: Some(HeaderValue::from_static("a.test")),
             version: http::Version::HTTP_2,
@@ -210,7 +235,8 @@ mod tests {
         h.append("via", "1.1 edge".parse().unwrap());
         h.append("via", "1.0 old".parse().unwrap());
         let hop = Hop {
-            client_ip: "2001:db8::7".parse().unwrap(),
+            peer_ip: "2001:db8::7".parse().unwrap(),
+            trusted: true,
             tls: false,
             host: None,
             version: http::Version::HTTP_11,
@@ -225,6 +251,63 @@ mod tests {
         assert_eq!(lines("via"), 1);
         assert_eq!(h["via"], "1.1 edge, 1.0 old, 1.1 sluice");
         assert_eq!(h["x-forwarded-proto"], "http");
+    }
+
+    #[test]
+    fn a_trusted_proxys_scheme_and_host_are_kept() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "203.0.113.9".parse().unwrap());
+        h.insert("x-forwarded-proto", "https".parse().unwrap());
+        h.insert("x-forwarded-host", "edge.test".parse().unwrap());
+        h.insert("forwarded", "for=203.0.113.9;proto=https".parse().unwrap());
+        let hop = Hop {
+            peer_ip: "10.0.0.5".parse().unwrap(),
+            trusted: true,
+            tls: false,
+            host: Some(HeaderValue::from_static("inner.test")),
+            version: http::Version::HTTP_11,
+        };
+        add_forwarded(&mut h, hop);
+        assert_eq!(h["x-forwarded-for"], "203.0.113.9, 10.0.0.5");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-forwarded-host"], "edge.test");
+        assert_eq!(h["forwarded"], "for=203.0.113.9;proto=https");
+    }
+
+    #[test]
+    fn an_untrusted_peers_forwarding_headers_are_replaced() {
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", "6.6.6.6".parse().unwrap());
+        h.append("x-forwarded-for", "7.7.7.7".parse().unwrap());
+        h.insert("x-forwarded-proto", "https".parse().unwrap());
+        h.insert("x-forwarded-host", "forged.test".parse().unwrap());
+        h.insert("forwarded", "for=6.6.6.6;proto=https".parse().unwrap());
+        let hop = Hop {
+            peer_ip: "192.0.2.7".parse().unwrap(),
+            trusted: false,
+            tls: false,
+            host: Some(HeaderValue::from_static("a.test")),
+            version: http::Version::HTTP_11,
+        };
+        add_forwarded(&mut h, hop);
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(h["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "a.test");
+        assert!(!h.contains_key("forwarded"));
+
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-host", "forged.test".parse().unwrap());
+        let hop = Hop {
+            peer_ip: "192.0.2.7".parse().unwrap(),
+            trusted: false,
+            tls: true,
+            host: None,
+            version: http::Version::HTTP_2,
+        };
+        add_forwarded(&mut h, hop);
+        assert!(!h.contains_key("x-forwarded-host"));
+        assert_eq!(h["x-forwarded-proto"], "https");
     }
 
     #[test]

@@ -115,10 +115,7 @@ pub async fn accept_loop(
                 &task,
                 &builders,
                 stream,
-                Client {
-                    remote,
-                    tls: task.tls.is_some(),
-                },
+                Client::new(remote, task.tls.is_some()),
                 shutdown,
             )
             .await;

@@ -24,6 +24,7 @@ pub mod rate_limit;
 pub mod responses;
 pub mod router;
 pub mod server;
+pub mod target;
 pub mod tls;
 pub mod upstreams;
 

@@ -1,12 +1,16 @@
 //! The pipeline: the ONE place that orders the phases of a request.
 //!
 //! ```text
-//! request phase   route -> rate limit (may answer 429) -> cache lookup (cached proxy routes;
-//!                 may answer here)
+//! request phase   normal-form path (may answer 400) -> route (400 when the path reads as
+//!                 another route's) -> rate limit (may answer 429) -> cache lookup (cached
+//!                 proxy routes; may answer here)
 //! action          static files | fixed response | redirect | proxy
 //! response phase  cache store -> error page -> compression -> response headers (`Server`)
 //! observe         access log + metrics, when the body ends
 //! ```
+//!
+//! Before any of it, the client is resolved against the listener's `trusted_proxies`
+//! ([`Client::resolve`]): the address logs, rate limits and hash balancing use.
 //!
 //! [`Pipeline::handle`] reads like that list; each phase is a method below, in that order, and
 //! they share one [`RequestContext`]. The action hands the response phase a `Result`: the cache
@@ -30,6 +34,7 @@ use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
 use crate::responses;
 use crate::router::{CompiledRoute, Handler, Router, request_host};
+use sluice_config::TrustedProxies;
 
 /// Per-listener request handling state, shared by its connections.
 pub struct Pipeline {
@@ -38,6 +43,8 @@ pub struct Pipeline {
     pub access_log: Option<Arc<AccessLogger>>,
     /// Metrics of requests that match no route.
     pub unmatched: RouteMetrics,
+    /// The listener's `trusted_proxies`: peers whose `X-Forwarded-*` are believed.
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// What the request phase decided.
@@ -55,10 +62,11 @@ type Acted = Result<Response<Body>, (Error, http::Uri)>;
 
 impl Pipeline {
     /// Handle one request. Never fails: errors are responses.
-    pub async fn handle(&self, client: Client, req: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, client: Client, mut req: Request<Incoming>) -> Response<Body> {
+        let client = client.resolve(&self.trusted_proxies, req.headers());
         let mut ctx = RequestContext::new(client, &req);
         let entry = self.log_entry(&ctx, &req);
-        let acted = match self.request_phase(&mut ctx, &req).await {
+        let acted = match self.request_phase(&mut ctx, &mut req).await {
             Next::Action(route) => self.action(&mut ctx, route, req).await,
             Next::Answered(response) => Ok(response),
         };
@@ -67,7 +75,8 @@ impl Pipeline {
     }
 
     /// Request phase: everything decided from the request alone, before the action runs:
-    /// routing (no route: 404), the route's rate limit (no token: 429, counted, not forwarded),
+    /// the path put in normal form (`crate::target`; a path that cannot be, or that another
+    /// server could read as another route's: 400), routing (no route: 404), the route's rate limit (no token: 429, counted, not forwarded),
     /// then, on a proxy route with a cache, the lookup, which may
     /// answer (a hit: [`Next::Answered`]) or leave a ticket in `ctx` saying how to go upstream
     /// and what to store. Takes from the request what later phases need once the action has
@@ -75,14 +84,22 @@ impl Pipeline {
     async fn request_phase<'r>(
         &'r self,
         ctx: &mut RequestContext<'r>,
-        req: &Request<Incoming>,
+        req: &mut Request<Incoming>,
     ) -> Next<'r> {
-        let Some(route) = self.router.route(req).map(Arc::as_ref) else {
+        if let Err(err) = crate::target::normalize(req) {
+            return Next::Answered(bad_path(&err));
+        }
+        let route = match self.router.route_checked(req) {
+            Ok(route) => route,
+            Err(err) => return Next::Answered(bad_path(&err)),
+        };
+        let Some(route) = route.map(Arc::as_ref) else {
             return Next::Answered(responses::error_page(StatusCode::NOT_FOUND, None));
         };
+        let req = &*req;
         ctx.route = Some(route);
         if let Some(limit) = &route.rate_limit
-            && let Err(wait) = limit.check(ctx.client.remote.ip(), req.headers())
+            && let Err(wait) = limit.check(ctx.client.ip, req.headers())
         {
             return Next::Answered(rate_limited(wait));
         }
@@ -206,7 +223,7 @@ impl Pipeline {
     fn log_entry(&self, ctx: &RequestContext<'_>, req: &Request<Incoming>) -> Option<Entry> {
         self.access_log.as_ref()?;
         Some(Entry::new(
-            ctx.client.remote,
+            std::net::SocketAddr::new(ctx.client.ip, ctx.client.remote.port()),
             ctx.start,
             req.method(),
             req.uri(),
@@ -262,6 +279,14 @@ fn rate_limited(wait: std::time::Duration) -> Response<Body> {
     );
     tracing::debug!("{err}");
     responses::too_many_requests(&err, secs)
+}
+
+/// The 400 for a path that has no normal form or reads as two routes': the client's mistake
+/// (or probe), so at debug level like other bad requests.
+fn bad_path(err: &dyn std::fmt::Display) -> Response<Body> {
+    let err = Error::downstream(sluice_core::ErrorKind::BadRequest, err.to_string());
+    tracing::debug!("{err}");
+    responses::error_page(err.status(), Some(err.message()))
 }
 
 /// Turn an error into its response, logging what the client does not see.

@@ -128,7 +128,8 @@ impl Router {
         Self { routes }
     }
 
-    /// The route for a request, if any.
+    /// The route for a request, if any, by its path as it is (the pipeline has put it in
+    /// normal form).
     pub fn route<B>(&self, req: &Request<B>) -> Option<&Arc<CompiledRoute>> {
         let host = request_host(req);
         // `OPTIONS *` (asterisk-form, RFC 9112 §3.2.4) asks about the server as a whole: it
@@ -137,12 +138,49 @@ impl Router {
             "*" => "/",
             path => path,
         };
+        self.route_for(host.as_deref(), path)
+    }
+
+    /// [`Router::route`], refusing a path whose other reading (`uri_path::alternate`: an
+    /// encoded `/` or `\` as a separator, a NUL as the end, `;params` dropped, `//` merged)
+    /// would take another route: a server behind the proxy that reads it that way would be
+    /// reached past the route meant for that path (`/public/..%2Fadmin` is `/admin` to some).
+    pub fn route_checked<B>(
+        &self,
+        req: &Request<B>,
+    ) -> Result<Option<&Arc<CompiledRoute>>, Ambiguous> {
+        let route = self.route(req);
+        let Some(other) = sluice_core::uri_path::alternate(req.uri().path()) else {
+            return Ok(route);
+        };
+        let host = request_host(req);
+        let other = other.map_err(|_| Ambiguous)?;
+        let same = match (route, self.route_for(host.as_deref(), &other)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if same { Ok(route) } else { Err(Ambiguous) }
+    }
+
+    fn route_for(&self, host: Option<&str>, path: &str) -> Option<&Arc<CompiledRoute>> {
         self.routes.iter().find(|r| {
             r.config.path.matches(path)
                 && (r.config.hosts.is_empty()
-                    || host
-                        .as_deref()
-                        .is_some_and(|h| r.config.hosts.iter().any(|m| m.matches(h))))
+                    || host.is_some_and(|h| r.config.hosts.iter().any(|m| m.matches(h))))
         })
+    }
+}
+
+/// A path that two servers could read as two routes' (see [`Router::route_checked`]): 400.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ambiguous;
+
+impl std::fmt::Display for Ambiguous {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "the request path has an encoded `/`, `\\` or NUL, a `;` or `//` that would take it \
+             to another route when read as a separator, an end or a parameter",
+        )
     }
 }

@@ -129,6 +129,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
                     server_header: config.server.server_header.clone(),
                     access_log: access_log.clone(),
                     unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
+                    trusted_proxies: listener.trusted_proxies.clone(),
                 }),
             },
         ));

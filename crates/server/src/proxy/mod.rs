@@ -112,17 +112,11 @@ impl ProxyHandler {
         }
         let host = client_host(&parts);
         let pick_uri = parts.uri.clone();
-        if let Some(rewrite) = &self.route.rewrite {
-            // After the client's host was read from the target and its URI kept for the pick:
-            // only the forwarded request changes. The upstream client keeps just the path and
-            // query of the URI, so origin-form loses nothing.
-            if let Some(target) = parts
-                .uri
-                .path_and_query()
-                .and_then(|target| rewrite::rewrite(target, rewrite))
-            {
-                parts.uri = http::Uri::from(target);
-            }
+        // After the client's host was read from the target and its URI kept for the pick: only
+        // the forwarded request changes. The upstream client keeps just the path and query of
+        // the URI, so origin-form loses nothing.
+        if let Some(target) = rewrite::forwarded_target(&parts, &self.route) {
+            parts.uri = http::Uri::from(target);
         }
 
         if parts.version == http::Version::HTTP_2 {
@@ -134,7 +128,8 @@ impl ProxyHandler {
             headers::forward_te_trailers(&mut parts.headers, !self.upstream.http2);
         }
         let hop = Hop {
-            client_ip: client.remote.ip(),
+            peer_ip: client.remote.ip(),
+            trusted: client.trusted_peer,
             tls: client.tls,
             host: host.clone(),
             version: parts.version,
@@ -162,7 +157,7 @@ impl ProxyHandler {
         let mut last_error = None;
         loop {
             let ctx = PickContext {
-                client_ip: client.remote.ip(),
+                client_ip: client.ip,
                 uri: &pick_uri,
                 headers: &parts.headers,
             };

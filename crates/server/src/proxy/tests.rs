@@ -43,10 +43,7 @@ async fn the_time_to_the_response_head_is_noted_when_an_upstream_answers() {
         panic!("a proxy route")
     };
     let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
-    let client = Client {
-        remote: "127.0.0.1:5000".parse().unwrap(),
-        tls: false,
-    };
+    let client = Client::new("127.0.0.1:5000".parse().unwrap(), false);
 
     let mut timing = UpstreamTiming::default();
     let response = proxy

@@ -15,6 +15,7 @@ mod decompress;
 mod lifecycle;
 mod listeners;
 mod metrics;
+mod paths;
 mod precompress;
 mod proxy;
 mod proxy_protocol;

@@ -134,7 +134,22 @@ async fn an_upstream_that_stops_reading_the_upload_is_a_504() {
 #[tokio::test]
 async fn forwarding_fields_on_several_lines_are_kept_whole() {
     let upstream = echo_upstream().await;
-    let server = proxy_in_front(&format!("servers = [\"{upstream}\"]")).await;
+    // The client must be a trusted proxy for its X-Forwarded-For to be kept (see paths.rs).
+    let server = sluice_testkit::start_toml(&format!(
+        r#"
+        [log]
+        access = "off"
+        [server]
+        trusted_proxies = ["127.0.0.1"]
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        proxy = {{ upstream = "backend" }}
+        [upstreams.backend]
+        servers = ["{upstream}"]
+        "#
+    ))
+    .await;
     // reqwest sends each added value as its own field line.
     let resp = client(Offer::Http1)
         .get(server.url("/"))
