@@ -28,7 +28,9 @@ pub enum KeyPart {
     Scheme,
     /// `"host"`: the request's host, lowercase, default port removed.
     Host,
-    /// `"path"`: the path as received (no percent-decoding).
+    /// `"path"`: the request's path as the pipeline hands it over: in normal form (RFC 3986
+    /// §6.2.2, `sluice_core::uri_path`), so `/%61` and `/a` are one key; nothing further is
+    /// decoded here.
     Path,
     /// `"query"`: the query as received, `?` included when present.
     Query,

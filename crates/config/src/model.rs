@@ -440,8 +440,10 @@ pub enum ForwardPath {
 }
 
 /// `strip_prefix` / `replace_prefix` of a proxy: the path the upstream sees. Only the forwarded
-/// request changes (route matching, the cache key and the access log keep the client's path);
-/// the query and the path's percent-encoding are kept byte for byte.
+/// request changes (route matching and the cache key keep the normal-form path, the access log
+/// the client's); the query and the path's percent-encoding are kept byte for byte. Applied to
+/// the path being forwarded (see [`ForwardPath`]); when that is the received one and only its
+/// normal form starts with `strip_prefix`, the normal form is rewritten and forwarded.
 ///
 /// Both prefixes start with `/`, do not end with one, and hold only characters a URI path may
 /// carry (no `?`, `#` or dot segments). At least one of them is set.

@@ -88,7 +88,9 @@ fn bench(c: &mut Criterion) {
                 || base.clone(),
                 |h| {
                     let hop = Hop {
-                        client_ip: black_box(ip),
+                        peer_ip: black_box(ip),
+                        // The appending path, which `before` measured too.
+                        trusted: true,
                         tls: false,
                         host: h.get(header::HOST).cloned(),
                         version: http::Version::HTTP_11,

@@ -46,8 +46,9 @@ impl RateLimit {
 /// What identifies a client for a rate limit (`key = ...`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum RateLimitKey {
-    /// `"client_ip"`: the peer address of the connection (not `X-Forwarded-For`, which any
-    /// client can write).
+    /// `"client_ip"`: the client address: the connection's peer, or, when the peer is one of the
+    /// listener's `trusted_proxies`, the address its `X-Forwarded-For` names (never what an
+    /// untrusted client writes there).
     #[default]
     ClientIp,
     /// `"header:NAME"`: the value of a request header, e.g. an API key. Requests without the

@@ -4,7 +4,7 @@
 //! Both prefixes are written the same way: starting with `/`, without a trailing `/` (prefixes
 //! are whole path segments, and the rest of the path brings its own `/`), and only with
 //! characters a request path can carry, percent-encoded as clients send them (the comparison is
-//! on the path as received, never decoded). A `strip_prefix` that no path of the route can start
+//! on the path being forwarded, never decoded). A `strip_prefix` that no path of the route can start
 //! with is refused: it would silently do nothing.
 
 use toml::Spanned;

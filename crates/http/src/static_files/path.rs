@@ -6,7 +6,10 @@
 //! the raw string would let `/..%2f..%2fetc/passwd` through.
 //!
 //! Rules:
-//! - the route prefix is removed first, on the raw path, because routes match raw paths;
+//! - the route prefix is removed first, on the path as routes matched it: the pipeline has put
+//!   it in normal form (`sluice_core::uri_path`: unreserved characters decoded, dot segments
+//!   resolved, `..` above the root refused), so `..` only arrives here encoded with an encoded
+//!   `/` next to it (`..%2F`), which this module still refuses;
 //! - invalid UTF-8 after decoding, a NUL byte, or any `..` segment is a `400 Bad Request`
 //!   (never "normalised away": a client sending `..` is either broken or probing);
 //! - empty and `.` segments are skipped (`//a/./b` is `a/b`);
