@@ -244,7 +244,9 @@ pub fn resolve_reference(base: &Uri, reference: &str) -> Option<Uri> {
 /// The primary key of `target` (from [`resolve_reference`]) as if requested on `scheme` and
 /// `host` with `headers`, or `None` when `target` names another origin (RFC 9111 §4.4: "a cache
 /// MUST NOT trigger an invalidation ... if the origin ... of the URI to be invalidated differs
-/// from that of the target URI").
+/// from that of the target URI"). Its path is put in normal form first, as requests' paths are
+/// before their keys are made, so `Location: /%61` invalidates what `/a` stored; a path with
+/// no normal form names nothing stored (`None`).
 pub fn reference_key(
     parts: &[KeyPart],
     scheme: &str,
@@ -266,7 +268,22 @@ pub fn reference_key(
             return None;
         }
     }
-    Some(primary_key(parts, scheme, host, target, headers))
+    let normal = match sluice_core::uri_path::normalize(target.path()).ok()? {
+        std::borrow::Cow::Borrowed(_) => None,
+        std::borrow::Cow::Owned(path) => {
+            let mut uri = target.clone().into_parts();
+            let query = target.query().map_or(String::new(), |q| format!("?{q}"));
+            uri.path_and_query = Some(format!("{path}{query}").parse().ok()?);
+            Some(Uri::from_parts(uri).ok()?)
+        }
+    };
+    Some(primary_key(
+        parts,
+        scheme,
+        host,
+        normal.as_ref().unwrap_or(target),
+        headers,
+    ))
 }
 
 /// Lowercase, without the scheme's default port (RFC 9110 §4.2.3: `example.com:80` and

@@ -251,4 +251,14 @@ fn s4_4_reference_key_refuses_other_origins() {
     assert_eq!(at("https://example.com/x"), None);
     assert_eq!(at("http://example.com:8080/x"), None);
     assert_eq!(at("http://evil.example/x"), None);
+    // Paths in normal form, as the requests' keys have them.
+    assert_eq!(
+        at("/%61/./b?%61").as_deref(),
+        Some("http://example.com/a/b?%61")
+    );
+    assert_eq!(
+        at("http://example.com/x/../%7e").as_deref(),
+        Some("http://example.com/~")
+    );
+    assert_eq!(at("/%zz"), None);
 }
