@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
+use sluice_config::TrustedProxies;
 use sluice_core::{Body, Error, Side};
 
 use crate::access_log::{AccessLogger, Entry};
@@ -34,7 +35,6 @@ use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
 use crate::responses;
 use crate::router::{CompiledRoute, Handler, Router, request_host};
-use sluice_config::TrustedProxies;
 
 /// Per-listener request handling state, shared by its connections.
 pub struct Pipeline {
@@ -76,8 +76,9 @@ impl Pipeline {
 
     /// Request phase: everything decided from the request alone, before the action runs:
     /// the path put in normal form (`crate::target`; a path that cannot be, or that another
-    /// server could read as another route's: 400), routing (no route: 404), the route's rate limit (no token: 429, counted, not forwarded),
-    /// then, on a proxy route with a cache, the lookup, which may
+    /// server could read as another route's: 400), routing (no route: 404), the route's rate
+    /// limit (no token: 429, counted, not forwarded), then, on a proxy route with a cache, the
+    /// lookup, which may
     /// answer (a hit: [`Next::Answered`]) or leave a ticket in `ctx` saying how to go upstream
     /// and what to store. Takes from the request what later phases need once the action has
     /// consumed it (`Accept-Encoding`, only on routes that compress).

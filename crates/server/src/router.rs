@@ -131,14 +131,7 @@ impl Router {
     /// The route for a request, if any, by its path as it is (the pipeline has put it in
     /// normal form).
     pub fn route<B>(&self, req: &Request<B>) -> Option<&Arc<CompiledRoute>> {
-        let host = request_host(req);
-        // `OPTIONS *` (asterisk-form, RFC 9112 §3.2.4) asks about the server as a whole: it
-        // goes where the root would.
-        let path = match req.uri().path() {
-            "*" => "/",
-            path => path,
-        };
-        self.route_for(host.as_deref(), path)
+        self.route_for(request_host(req).as_deref(), req.uri().path())
     }
 
     /// [`Router::route`], refusing a path whose other reading (`uri_path::alternate`: an
@@ -149,11 +142,11 @@ impl Router {
         &self,
         req: &Request<B>,
     ) -> Result<Option<&Arc<CompiledRoute>>, Ambiguous> {
-        let route = self.route(req);
+        let host = request_host(req);
+        let route = self.route_for(host.as_deref(), req.uri().path());
         let Some(other) = sluice_core::uri_path::alternate(req.uri().path()) else {
             return Ok(route);
         };
-        let host = request_host(req);
         let other = other.map_err(|_| Ambiguous)?;
         let same = match (route, self.route_for(host.as_deref(), &other)) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -164,6 +157,9 @@ impl Router {
     }
 
     fn route_for(&self, host: Option<&str>, path: &str) -> Option<&Arc<CompiledRoute>> {
+        // `OPTIONS *` (asterisk-form, RFC 9112 §3.2.4) asks about the server as a whole: it
+        // goes where the root would.
+        let path = if path == "*" { "/" } else { path };
         self.routes.iter().find(|r| {
             r.config.path.matches(path)
                 && (r.config.hosts.is_empty()
