@@ -258,6 +258,48 @@ async fn forwarding_headers_from_an_untrusted_client_are_replaced() {
     assert_eq!(reply.header("x-got-forwarded"), None);
 }
 
+#[tokio::test]
+async fn a_client_over_tls_cannot_pass_itself_off_as_plain_or_another_host() {
+    let (upstream, _) = recording_upstream().await;
+    let server = start_toml(&format!(
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        tls = "self-signed"
+        [[routes]]
+        proxy = {{ to = "{upstream}" }}
+        "#
+    ))
+    .await;
+    let url = format!("https://localhost:{}/x", server.first_addr().port());
+    for offer in [sluice_testkit::Offer::Http1, sluice_testkit::Offer::Http2] {
+        let resp = sluice_testkit::tls_client(offer)
+            .get(&url)
+            .header("x-forwarded-proto", "http")
+            .header("x-forwarded-host", "forged.test")
+            .header("x-forwarded-for", "6.6.6.6")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let got = |name: &str| {
+            resp.headers()[format!("x-got-{name}").as_str()]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(got("x-forwarded-proto"), "https");
+        assert_eq!(got("x-forwarded-for"), "127.0.0.1");
+        // HTTP/2's :authority and HTTP/1.1's Host both name the host the client asked for.
+        assert_eq!(
+            got("x-forwarded-host"),
+            format!("localhost:{}", server.first_addr().port())
+        );
+    }
+}
+
 /// A proxy that trusts 127.0.0.1 (the test client), with a rate limit of one request per
 /// minute per client, and a JSON access log in `dir`.
 async fn behind_a_trusted_balancer(
