@@ -13,7 +13,8 @@ use crate::schema::{name_hint, table_keys};
 use crate::source::Document;
 use crate::validate::{self, Cx};
 
-pub(crate) fn parse(source: &str, file: &Path) -> Result<Config, Diagnostics> {
+/// The config and its warnings (valid but risky settings), or every problem found.
+pub(crate) fn parse(source: &str, file: &Path) -> Result<(Config, Diagnostics), Diagnostics> {
     let (doc, syntax_errors) = Document::parse(source);
     let mut reporter = Reporter::default();
     if !syntax_errors.is_empty() {
@@ -29,7 +30,7 @@ pub(crate) fn parse(source: &str, file: &Path) -> Result<Config, Diagnostics> {
         validate::config(raw, &mut cx)
     });
     match config {
-        Some(config) if reporter.is_empty() => Ok(config),
+        Some(config) if reporter.is_empty() => Ok((config, reporter.into_diagnostics(&doc, file))),
         _ => Err(reporter.into_diagnostics(&doc, file)),
     }
 }

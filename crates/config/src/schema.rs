@@ -14,7 +14,7 @@ use crate::raw::{
     RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
     RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRateLimit,
     RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
-    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
+    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -64,6 +64,7 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("upstreams"), K(_), K("timeouts")] => fields_of::<RawUpstreamTimeouts>(),
         [K("upstreams"), K(_), K("retry")] => fields_of::<RawRetry>(),
         [K("upstreams"), K(_), K("health_check")] => fields_of::<RawHealthCheck>(),
+        [K("upstreams"), K(_), K("tls")] => fields_of::<RawUpstreamTls>(),
         [K("caches"), K(_)] => fields_of::<RawCacheZone>(),
         [K("caches"), K(_), K("disk")] => fields_of::<RawCacheDisk>(),
         [K("admin")] => fields_of::<RawAdmin>(),

@@ -248,8 +248,13 @@ struct CommonArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config } => match sluice_config::load(&config) {
-            Ok(config) => run_server(config),
+        Command::Serve { config } => match sluice_config::check(&config) {
+            Ok((config, warnings)) => {
+                if !warnings.is_empty() {
+                    eprintln!("{warnings}");
+                }
+                run_server(config)
+            }
             Err(diagnostics) => {
                 eprintln!("{diagnostics}");
                 ExitCode::from(2)
@@ -314,9 +319,13 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Errors fail the check (exit 1); warnings are printed and pass.
 fn check(path: &Path) -> ExitCode {
-    match sluice_config::load(path) {
-        Ok(config) => {
+    match sluice_config::check(path) {
+        Ok((config, warnings)) => {
+            if !warnings.is_empty() {
+                eprintln!("{warnings}\n");
+            }
             println!(
                 "{}: ok ({} listener(s), {} route(s), {} upstream(s))",
                 path.display(),

@@ -25,6 +25,7 @@ mod server;
 mod servers;
 mod tls;
 mod upstream_settings;
+mod upstream_tls;
 mod upstreams;
 mod values;
 
