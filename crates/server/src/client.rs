@@ -6,10 +6,12 @@
 
 use std::net::SocketAddr;
 
-/// The client of one connection. `Copy`: two words, passed by value into every request.
+/// The client of one connection. `Copy`: a few words, passed by value into every request.
 #[derive(Clone, Copy, Debug)]
 pub struct Client {
     pub remote: SocketAddr,
+    /// The address the client connected to (ours); a PROXY header sent upstream names it.
+    pub local: SocketAddr,
     /// The connection is TLS (for `X-Forwarded-Proto`).
     pub tls: bool,
 }

@@ -102,6 +102,7 @@ pub async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().unwrap_or(remote);
         // Counted from accept, so connections still in their TLS handshake show as open.
         let open = task.metrics.connection();
         let (task, builders, shutdown, guard) = (
@@ -117,6 +118,7 @@ pub async fn accept_loop(
                 stream,
                 Client {
                     remote,
+                    local,
                     tls: task.tls.is_some(),
                 },
                 shutdown,

@@ -38,13 +38,14 @@ async fn the_time_to_the_response_head_is_noted_when_an_upstream_answers() {
     );
     let config = sluice_config::parse_str(&toml, Path::new("sluice.toml")).unwrap();
     let (_shutdown, shutdown_rx) = watch::channel(false);
-    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx);
+    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx).unwrap();
     let sluice_config::Action::Proxy(route) = &config.routes[0].action else {
         panic!("a proxy route")
     };
     let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
     let client = Client {
         remote: "127.0.0.1:5000".parse().unwrap(),
+        local: "127.0.0.1:8080".parse().unwrap(),
         tls: false,
     };
 
