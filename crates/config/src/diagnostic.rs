@@ -169,7 +169,12 @@ impl fmt::Display for Diagnostics {
         match (errors, warnings) {
             (_, 0) => write!(f, "{}", count(errors, "error")),
             (0, _) => write!(f, "{}", count(warnings, "warning")),
-            _ => write!(f, "{}, {}", count(errors, "error"), count(warnings, "warning")),
+            _ => write!(
+                f,
+                "{}, {}",
+                count(errors, "error"),
+                count(warnings, "warning")
+            ),
         }
     }
 }

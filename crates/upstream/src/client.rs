@@ -25,7 +25,9 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use sluice_config::Upstream;
 use sluice_core::{Body, BoxError};
 
-use crate::connect::{ConnectObserver, ConnectionUses, Connector, client_authority, peer_authority};
+use crate::connect::{
+    ConnectObserver, ConnectionUses, Connector, client_authority, peer_authority,
+};
 use crate::proxy_protocol::ClientAddresses;
 use crate::tls::{TlsSetupError, UpstreamTlsConnector};
 
@@ -51,7 +53,10 @@ pub struct UpstreamClient {
 
 impl UpstreamClient {
     /// The group's client; fails only when its TLS cannot be set up (files that do not parse).
-    pub fn new(config: &Upstream, observer: Option<ConnectObserver>) -> Result<Self, TlsSetupError> {
+    pub fn new(
+        config: &Upstream,
+        observer: Option<ConnectObserver>,
+    ) -> Result<Self, TlsSetupError> {
         let addresses: Vec<_> = config.servers.iter().map(|s| s.address.clone()).collect();
         let tls = config
             .tls

@@ -97,9 +97,10 @@ impl UpstreamTlsConnector {
         if self.require_h2 {
             let (_, session) = stream.get_ref();
             if session.alpn_protocol() != Some(b"h2") {
-                let chosen = session
-                    .alpn_protocol()
-                    .map_or_else(|| "none".to_owned(), |p| String::from_utf8_lossy(p).into_owned());
+                let chosen = session.alpn_protocol().map_or_else(
+                    || "none".to_owned(),
+                    |p| String::from_utf8_lossy(p).into_owned(),
+                );
                 return Err(io::Error::other(format!(
                     "the server did not agree to HTTP/2 over TLS (ALPN offered h2, it chose {chosen}); RFC 9113 §3.3 needs ALPN for h2: set http2 = false for this group, or enable h2 on the server"
                 )));
@@ -146,9 +147,8 @@ pub fn client_config(tls: &UpstreamTls, http2: bool) -> Result<Arc<ClientConfig>
         None => builder.with_no_client_auth(),
         Some(files) => {
             let chain = certificates(&files.cert)?;
-            let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
-                TlsSetupError(format!("client key {}: {e}", files.key.display()))
-            })?;
+            let key = PrivateKeyDer::from_pem_file(&files.key)
+                .map_err(|e| TlsSetupError(format!("client key {}: {e}", files.key.display())))?;
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| TlsSetupError(format!("client certificate: {e}")))?
@@ -265,9 +265,7 @@ impl ServerCertVerifier for NoCertificateCheck {
 
 /// The rustls error behind a failed connection, if TLS is what failed (a certificate the
 /// group does not trust, a handshake alert): the proxy counts and logs these apart.
-pub fn tls_failure<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a rustls::Error> {
+pub fn tls_failure<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut next = Some(error);
     while let Some(error) = next {
         if let Some(tls) = error.downcast_ref::<rustls::Error>() {
@@ -294,8 +292,13 @@ mod tests {
     #[test]
     fn names_come_from_the_host_and_ips_stay_ips() {
         let name = |a: &str| peer_name(&UpstreamAddress::Tcp(a.into()));
-        assert!(matches!(name("api.internal:443"), Some(ServerName::DnsName(d)) if d.as_ref() == "api.internal"));
-        assert!(matches!(name("127.0.0.1:8443"), Some(ServerName::IpAddress(_))));
+        assert!(
+            matches!(name("api.internal:443"), Some(ServerName::DnsName(d)) if d.as_ref() == "api.internal")
+        );
+        assert!(matches!(
+            name("127.0.0.1:8443"),
+            Some(ServerName::IpAddress(_))
+        ));
         assert!(matches!(name("[::1]:8443"), Some(ServerName::IpAddress(_))));
         assert!(peer_name(&UpstreamAddress::Unix("/run/a.sock".into())).is_none());
     }
@@ -312,7 +315,8 @@ mod tests {
 
     #[test]
     fn a_rustls_error_is_found_inside_io_errors() {
-        let rustls_error = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let rustls_error =
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
         let io_error = io::Error::new(io::ErrorKind::InvalidData, rustls_error.clone());
         assert_eq!(tls_failure(&io_error), Some(&rustls_error));
         let plain = io::Error::new(io::ErrorKind::ConnectionRefused, "refused");

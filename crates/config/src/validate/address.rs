@@ -205,9 +205,18 @@ mod tests {
             UpstreamAddress::Unix("/run/app.sock".into())
         );
         assert!(parse_upstream_address("[::1]:9001").is_ok());
-        assert_eq!(https("https://api:8443"), UpstreamAddress::Tcp("api:8443".into()));
-        assert_eq!(https("https://api/"), UpstreamAddress::Tcp("api:443".into()));
-        assert_eq!(https("https://[::1]"), UpstreamAddress::Tcp("[::1]:443".into()));
+        assert_eq!(
+            https("https://api:8443"),
+            UpstreamAddress::Tcp("api:8443".into())
+        );
+        assert_eq!(
+            https("https://api/"),
+            UpstreamAddress::Tcp("api:443".into())
+        );
+        assert_eq!(
+            https("https://[::1]"),
+            UpstreamAddress::Tcp("[::1]:443".into())
+        );
     }
 
     #[test]

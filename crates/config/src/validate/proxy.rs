@@ -14,8 +14,8 @@ use super::actions::WithInline;
 use super::address::{Rejection, Scheme};
 use super::routes::quoted_list;
 use crate::model::{
-    Action, DecompressRequests, HeaderEdits, HostHeader, PathMatch, Proxy, Upstream, UpstreamServer,
-    UpstreamTls,
+    Action, DecompressRequests, HeaderEdits, HostHeader, PathMatch, Proxy, Upstream,
+    UpstreamServer, UpstreamTls,
 };
 use crate::path::{KeyPath, TomlKey};
 use crate::raw::{OneOrMany, RawDecompress, RawHeaderEdits, RawProxy};

@@ -35,8 +35,7 @@ pub(super) fn group_tls(
         return None;
     }
     if https < schemes.len() {
-        let message =
-            format!("upstream `{name}` mixes https:// servers and plain-text ones");
+        let message = format!("upstream `{name}` mixes https:// servers and plain-text ones");
         let hint = "a group reaches all its servers the same way: write https:// on every server, or add tls = { } to the group (TLS to all)";
         cx.r.error(&path.key("servers"), None, message, Some(hint.into()));
     }
@@ -163,7 +162,10 @@ fn server_name(cx: &mut Cx<'_>, key: &KeyPath, value: &Spanned<String>) -> Optio
     let bare = host
         .strip_prefix('[')
         .and_then(|h| h.split_once(']'))
-        .map_or_else(|| host.rsplit_once(':').map_or(host, |(h, _)| h), |(h, _)| h);
+        .map_or_else(
+            || host.rsplit_once(':').map_or(host, |(h, _)| h),
+            |(h, _)| h,
+        );
     let is_ip = bare.parse::<std::net::IpAddr>().is_ok();
     let is_dns = !bare.is_empty()
         && bare.len() <= 253
@@ -213,7 +215,8 @@ pub(super) fn check_group(
     if unix && tls.server_name.is_none() && !tls.insecure_skip_verify {
         let message =
             format!("upstream `{name}` has a unix socket server, and TLS needs a name to verify");
-        let hint = r#"add server_name = "..." to the group's tls table: the name its certificate carries"#;
+        let hint =
+            r#"add server_name = "..." to the group's tls table: the name its certificate carries"#;
         cx.r.error(&path.key("servers"), None, message, Some(hint.into()));
     }
 }

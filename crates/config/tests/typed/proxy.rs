@@ -435,6 +435,10 @@ proxy = { to = "https://10.0.0.9:443" }
         })
     );
     assert!(!tls.insecure_skip_verify);
-    let inline = config.upstreams.iter().find(|u| u.name.starts_with("route:")).unwrap();
+    let inline = config
+        .upstreams
+        .iter()
+        .find(|u| u.name.starts_with("route:"))
+        .unwrap();
     assert_eq!(inline.tls, Some(UpstreamTls::default()));
 }

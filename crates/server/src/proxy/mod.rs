@@ -279,8 +279,12 @@ impl ProxyHandler {
                     match tls {
                         // The rustls error by its name (`UnknownIssuer`, `NotValidForName`...),
                         // which is what to search for or compare with the server's certificate.
-                        Some(tls) => tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream TLS handshake failed: {tls:?}: {}", error_chain(&err)),
-                        None => tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err)),
+                        Some(tls) => {
+                            tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream TLS handshake failed: {tls:?}: {}", error_chain(&err))
+                        }
+                        None => {
+                            tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err))
+                        }
                     }
                     let error = Error::new(
                         ErrorKind::BadGateway,
