@@ -77,6 +77,11 @@ impl ProxyHandler {
             .servers
             .iter()
             .map(|s| match &s.address {
+                // RFC 9110 §4.2.2: 443 is https's default port, so the authority omits it
+                // (`https://example.com` is sent `Host: example.com`).
+                UpstreamAddress::Tcp(a) if config.tls.is_some() => {
+                    HeaderValue::from_str(a.strip_suffix(":443").unwrap_or(a)).ok()
+                }
                 UpstreamAddress::Tcp(a) => HeaderValue::from_str(a).ok(),
                 UpstreamAddress::Unix(_) => Some(HeaderValue::from_static("localhost")),
             })
