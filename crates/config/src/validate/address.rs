@@ -151,9 +151,8 @@ fn host_port(t: &str) -> Result<UpstreamAddress, Rejection> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
-    #![allow(clippy::panic)]
     use super::*;
 
     fn listen_hint(text: &str) -> String {
