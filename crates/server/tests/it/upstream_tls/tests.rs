@@ -242,7 +242,10 @@ async fn health_checks_use_tls_too() {
             .any(|p| p == "/health")
     })
     .await;
-    assert!(!good_seen.sni.lock().unwrap().is_empty(), "checks went over TLS");
+    assert!(
+        !good_seen.sni.lock().unwrap().is_empty(),
+        "checks went over TLS"
+    );
 }
 
 #[test]
