@@ -212,7 +212,8 @@ pub(super) fn check_group(
     let unix = servers
         .iter()
         .any(|s| matches!(s.address, UpstreamAddress::Unix(_)));
-    if unix && tls.server_name.is_none() && !tls.insecure_skip_verify {
+    // Even insecure_skip_verify needs a name: rustls sends it as SNI, and a unix path is none.
+    if unix && tls.server_name.is_none() {
         let message =
             format!("upstream `{name}` has a unix socket server, and TLS needs a name to verify");
         let hint =
