@@ -9,7 +9,7 @@ use crate::model::Config;
 use crate::path::{KeyPath, Seg};
 use crate::raw::RawConfig;
 use crate::report::Reporter;
-use crate::schema::{name_hint, table_keys};
+use crate::schema::{alias, name_hint, table_keys};
 use crate::source::Document;
 use crate::validate::{self, Cx};
 
@@ -97,7 +97,11 @@ fn report_unknown(reporter: &mut Reporter, path: &KeyPath) {
     } else {
         format!("unknown key `{key}` in {table}")
     };
-    let hint = misplaced(&table, key).or_else(|| {
+    let alias = alias(&table, key).map(|(meant, hint)| {
+        reporter.note_misspelling(&table, meant);
+        hint
+    });
+    let hint = alias.or_else(|| misplaced(&table, key)).or_else(|| {
         table_keys(&table).map(|keys| {
             let (best, hint) = name_hint(key, keys);
             if let Some(best) = best {
