@@ -271,3 +271,72 @@ fn check_warns_about_insecure_skip_verify_and_passes() {
     assert!(stderr.contains("sluice.toml:5:"), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
 }
+
+/// `sluice reverse-proxy --to https://...` reaches its server over TLS with the system's roots:
+/// the test CA is not among them, so the request is a 502 and the log names the reason.
+#[tokio::test]
+async fn reverse_proxy_command_takes_https_servers() {
+    use std::io::{BufRead, BufReader};
+    let pki = Pki::new();
+    let (addr, _) = upstream(Some(pki.server_config(&[b"http/1.1"], false)), false).await;
+    let to = format!("https://{addr}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["reverse-proxy", "--listen", "127.0.0.1:0", "--to", &to])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let wait_for = |rx: &std::sync::mpsc::Receiver<String>, needle: &str| -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line with {needle}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    };
+    let line = wait_for(&rx, "listening on ");
+    let listen = line.split("listening on ").nth(1).unwrap();
+    let listen = listen
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_start_matches("http://");
+    let resp = client(Offer::Http1)
+        .get(format!("http://{listen}/x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
+    let rx = tokio::task::spawn_blocking(move || {
+        let line = wait_for(&rx, "upstream TLS handshake failed");
+        assert!(line.contains("UnknownIssuer"), "{line}");
+    });
+    rx.await.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "reverse-proxy",
+            "--to",
+            "https://a.test",
+            "--to",
+            "b.test:80",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("every server as https://"));
+}
