@@ -188,28 +188,27 @@ fn ca_file(path: &Path) -> Result<Arc<RootCertStore>, TlsSetupError> {
 }
 
 /// The system's trust store, read once per process: it does not change while we run, and
-/// reading a few hundred certificates per group on every reload would be waste.
+/// reading a few hundred certificates per group on every reload would be waste. A failure is
+/// not kept, so installing the certificates and reloading is enough.
 fn system_roots() -> Result<Arc<RootCertStore>, TlsSetupError> {
-    static ROOTS: OnceLock<Result<Arc<RootCertStore>, String>> = OnceLock::new();
-    ROOTS
-        .get_or_init(|| {
-            let found = rustls_native_certs::load_native_certs();
-            let mut roots = RootCertStore::empty();
-            // Certificates the store holds but webpki cannot use are skipped, as browsers do.
-            let (_added, _ignored) = roots.add_parsable_certificates(found.certs);
-            if roots.is_empty() {
-                let why = found
-                    .errors
-                    .first()
-                    .map_or_else(String::new, |e| format!(" ({e})"));
-                return Err(format!(
-                    "no CA certificates found in the system's trust store{why}: install ca-certificates, or set the group's tls.ca"
-                ));
-            }
-            Ok(Arc::new(roots))
-        })
-        .clone()
-        .map_err(TlsSetupError)
+    static ROOTS: OnceLock<Arc<RootCertStore>> = OnceLock::new();
+    if let Some(roots) = ROOTS.get() {
+        return Ok(roots.clone());
+    }
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    // Certificates the store holds but webpki cannot use are skipped, as browsers do.
+    let (_added, _ignored) = roots.add_parsable_certificates(found.certs);
+    if roots.is_empty() {
+        let why = found
+            .errors
+            .first()
+            .map_or_else(String::new, |e| format!(" ({e})"));
+        return Err(TlsSetupError(format!(
+            "no CA certificates found in the system's trust store{why}: install ca-certificates, or set the group's tls.ca"
+        )));
+    }
+    Ok(ROOTS.get_or_init(|| Arc::new(roots)).clone())
 }
 
 /// `insecure_skip_verify`: any certificate is accepted, but the handshake signatures are still
