@@ -2,7 +2,9 @@
 //! and a hint, rendered like a compiler error with the offending line underlined.
 //!
 //! [`Diagnostics`] is the error type of [`crate::load`] and [`crate::parse_str`]; it always holds
-//! every problem found, so a person fixes their file in one round.
+//! every problem found, so a person fixes their file in one round. A [`Severity::Warning`] is a
+//! valid but risky setting (certificate checks turned off, say): [`crate::check`] returns them
+//! beside the config, and they come along with the errors of an invalid file.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -22,6 +24,17 @@ pub struct Diagnostic {
     pub hint: Option<String>,
     /// The source line and how much of it to underline, when the problem has a place.
     pub snippet: Option<Snippet>,
+    pub severity: Severity,
+}
+
+/// Whether a diagnostic stops the file from loading.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Severity {
+    /// The file is invalid.
+    #[default]
+    Error,
+    /// Valid, but probably not what should run in production.
+    Warning,
 }
 
 /// The line a [`Diagnostic`] points into.
@@ -44,6 +57,7 @@ impl Diagnostic {
             message: message.into(),
             hint,
             snippet: None,
+            severity: Severity::Error,
         }
     }
 }
@@ -58,7 +72,11 @@ impl fmt::Display for Diagnostic {
             String::new()
         };
         let pad = " ".repeat(number.len().max(1) + 1);
-        writeln!(f, "error: {}", self.message)?;
+        let label = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        writeln!(f, "{label}: {}", self.message)?;
         if self.line == 0 {
             writeln!(f, "{pad}--> {}", self.file.display())?;
         } else {
@@ -141,8 +159,23 @@ impl fmt::Display for Diagnostics {
         for diagnostic in &self.0 {
             writeln!(f, "{diagnostic}")?;
         }
-        let n = self.0.len();
-        write!(f, "{n} {}", if n == 1 { "error" } else { "errors" })
+        let warnings = self
+            .0
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .count();
+        let errors = self.0.len() - warnings;
+        let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        match (errors, warnings) {
+            (_, 0) => write!(f, "{}", count(errors, "error")),
+            (0, _) => write!(f, "{}", count(warnings, "warning")),
+            _ => write!(
+                f,
+                "{}, {}",
+                count(errors, "error"),
+                count(warnings, "warning")
+            ),
+        }
     }
 }
 
@@ -164,6 +197,7 @@ mod tests {
                 text: "adress = \"127.0.0.1:8080\"".into(),
                 width: 6,
             }),
+            severity: Severity::Error,
         }
     }
 
@@ -197,6 +231,17 @@ error: unknown key `adress` in listeners[0]
             Diagnostics::from(located()).to_string().lines().last(),
             Some("1 error")
         );
+    }
+
+    #[test]
+    fn warnings_are_labelled_and_counted_apart() {
+        let mut warning = located();
+        warning.severity = Severity::Warning;
+        assert!(warning.to_string().starts_with("warning: unknown key"));
+        let only = Diagnostics::from(warning.clone()).to_string();
+        assert!(only.ends_with("\n1 warning"), "{only}");
+        let both = Diagnostics::new(vec![located(), located(), warning]).to_string();
+        assert!(both.ends_with("\n2 errors, 1 warning"), "{both}");
     }
 
     #[test]

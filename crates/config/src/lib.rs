@@ -18,14 +18,20 @@ mod validate;
 
 use std::path::Path;
 
-pub use diagnostic::{Diagnostic, Diagnostics, Snippet};
+pub use diagnostic::{Diagnostic, Diagnostics, Severity, Snippet};
 pub use model::*;
 pub use units::{parse_duration, parse_size};
 
 /// Reads and validates the configuration file at `path`.
 pub fn load(path: &Path) -> Result<Config, Diagnostics> {
+    check(path).map(|(config, _warnings)| config)
+}
+
+/// [`load`], with the warnings of a valid file: settings that work but should not run in
+/// production (`sluice check` prints them; `serve` logs them).
+pub fn check(path: &Path) -> Result<(Config, Diagnostics), Diagnostics> {
     match std::fs::read_to_string(path) {
-        Ok(source) => parse_str(&source, path),
+        Ok(source) => parse::parse(&source, path),
         Err(error) => {
             let hint = match error.kind() {
                 std::io::ErrorKind::NotFound => Some(
@@ -47,5 +53,5 @@ pub fn load(path: &Path) -> Result<Config, Diagnostics> {
 /// Validates configuration text. `file` is only used in diagnostics and, through its directory,
 /// as the base of relative paths (the current directory when it has none).
 pub fn parse_str(source: &str, file: &Path) -> Result<Config, Diagnostics> {
-    parse::parse(source, file)
+    parse::parse(source, file).map(|(config, _warnings)| config)
 }

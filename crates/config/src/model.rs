@@ -524,8 +524,14 @@ pub struct Upstream {
     pub retry: Retry,
     /// Active HTTP health checks; `None` means passive checks only.
     pub health_check: Option<HealthCheck>,
-    /// Speak HTTP/2 (prior knowledge) to the servers instead of HTTP/1.1.
+    /// Speak HTTP/2 to the servers instead of HTTP/1.1: prior knowledge (h2c) in plain text,
+    /// ALPN `h2` over TLS.
     pub http2: bool,
+    /// Reach the servers over TLS (`https://` servers or a `tls` table); `None` is plain text.
+    pub tls: Option<UpstreamTls>,
+    /// Start every connection with a PROXY protocol v2 header carrying the client's address.
+    /// Connections then carry one client's requests only (see docs/config.md).
+    pub send_proxy_protocol: bool,
 }
 
 impl Upstream {
@@ -540,8 +546,25 @@ impl Upstream {
             retry: Retry::default(),
             health_check: None,
             http2: false,
+            tls: None,
+            send_proxy_protocol: false,
         }
     }
+}
+
+/// TLS to the servers of a group. The default verifies certificates against the system's
+/// roots, with each server's host as the name (SNI and verification).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamTls {
+    /// A PEM file of CA certificates trusted instead of the system's roots.
+    pub ca: Option<PathBuf>,
+    /// The name sent as SNI and verified in the certificate, instead of each server's host.
+    pub server_name: Option<String>,
+    /// A client certificate (PEM chain) and its key, for servers that require one (mTLS).
+    pub client_cert: Option<CertFiles>,
+    /// Accept any certificate: no protection against whoever sits on the path. `sluice check`
+    /// warns about it.
+    pub insecure_skip_verify: bool,
 }
 
 /// How a group picks a server for a request.

@@ -9,11 +9,12 @@ use crate::model::Config;
 use crate::path::{KeyPath, Seg};
 use crate::raw::RawConfig;
 use crate::report::Reporter;
-use crate::schema::{name_hint, table_keys};
+use crate::schema::{alias, name_hint, table_keys};
 use crate::source::Document;
 use crate::validate::{self, Cx};
 
-pub(crate) fn parse(source: &str, file: &Path) -> Result<Config, Diagnostics> {
+/// The config and its warnings (valid but risky settings), or every problem found.
+pub(crate) fn parse(source: &str, file: &Path) -> Result<(Config, Diagnostics), Diagnostics> {
     let (doc, syntax_errors) = Document::parse(source);
     let mut reporter = Reporter::default();
     if !syntax_errors.is_empty() {
@@ -29,7 +30,7 @@ pub(crate) fn parse(source: &str, file: &Path) -> Result<Config, Diagnostics> {
         validate::config(raw, &mut cx)
     });
     match config {
-        Some(config) if reporter.is_empty() => Ok(config),
+        Some(config) if reporter.is_empty() => Ok((config, reporter.into_diagnostics(&doc, file))),
         _ => Err(reporter.into_diagnostics(&doc, file)),
     }
 }
@@ -96,7 +97,11 @@ fn report_unknown(reporter: &mut Reporter, path: &KeyPath) {
     } else {
         format!("unknown key `{key}` in {table}")
     };
-    let hint = misplaced(&table, key).or_else(|| {
+    let alias = alias(&table, key).map(|(meant, hint)| {
+        reporter.note_misspelling(&table, meant);
+        hint
+    });
+    let hint = alias.or_else(|| misplaced(&table, key)).or_else(|| {
         table_keys(&table).map(|keys| {
             let (best, hint) = name_hint(key, keys);
             if let Some(best) = best {

@@ -7,7 +7,7 @@
 use std::ops::Range;
 use std::path::Path;
 
-use crate::diagnostic::{Diagnostic, Diagnostics, Snippet};
+use crate::diagnostic::{Diagnostic, Diagnostics, Severity, Snippet};
 use crate::path::KeyPath;
 use crate::source::{Document, Part, line_col};
 
@@ -20,12 +20,15 @@ pub(crate) struct Problem {
     pub part: Part,
     pub message: String,
     pub hint: Option<String>,
+    pub severity: Severity,
 }
 
 /// Gathers problems; validation code reports into it and carries on.
 #[derive(Debug, Default)]
 pub(crate) struct Reporter {
     problems: Vec<Problem>,
+    /// Valid but risky settings; they do not stop the file from loading.
+    warnings: Vec<Problem>,
     /// `(table, key)` for unknown keys that look like a misspelt `key` of `table`: the key is
     /// then not also reported as missing.
     misspelt: Vec<(KeyPath, String)>,
@@ -46,6 +49,25 @@ impl Reporter {
             part: Part::Value,
             message: message.into(),
             hint,
+            severity: Severity::Error,
+        });
+    }
+
+    /// Warns about a valid but risky value (at its span, or at `path`).
+    pub(crate) fn warn(
+        &mut self,
+        path: &KeyPath,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) {
+        self.warnings.push(Problem {
+            path: path.clone(),
+            span,
+            part: Part::Value,
+            message: message.into(),
+            hint,
+            severity: Severity::Warning,
         });
     }
 
@@ -62,6 +84,7 @@ impl Reporter {
             part: Part::Key,
             message: message.into(),
             hint,
+            severity: Severity::Error,
         });
     }
 
@@ -105,12 +128,13 @@ impl Reporter {
         self.problems.len()
     }
 
-    /// Places every problem in `doc` and returns them in file order; problems without a place
-    /// come last.
+    /// Places every problem (errors and warnings) in `doc` and returns them in file order;
+    /// problems without a place come last.
     pub(crate) fn into_diagnostics(self, doc: &Document<'_>, file: &Path) -> Diagnostics {
         let mut placed: Vec<(Option<usize>, Diagnostic)> = self
             .problems
             .into_iter()
+            .chain(self.warnings)
             .map(|problem| {
                 let span = problem
                     .span
@@ -135,6 +159,7 @@ fn place(
 ) -> Diagnostic {
     let mut diagnostic = Diagnostic::whole_file(file, problem.message, problem.hint);
     diagnostic.key_path = problem.path.to_string();
+    diagnostic.severity = problem.severity;
     if let Some(span) = span {
         let at = line_col(doc.text(), &span);
         diagnostic.line = at.line;

@@ -14,7 +14,7 @@ use crate::raw::{
     RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
     RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRateLimit,
     RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
-    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
+    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -64,11 +64,68 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("upstreams"), K(_), K("timeouts")] => fields_of::<RawUpstreamTimeouts>(),
         [K("upstreams"), K(_), K("retry")] => fields_of::<RawRetry>(),
         [K("upstreams"), K(_), K("health_check")] => fields_of::<RawHealthCheck>(),
+        [K("upstreams"), K(_), K("tls")] => fields_of::<RawUpstreamTls>(),
         [K("caches"), K(_)] => fields_of::<RawCacheZone>(),
         [K("caches"), K(_), K("disk")] => fields_of::<RawCacheDisk>(),
         [K("admin")] => fields_of::<RawAdmin>(),
         _ => None,
     }
+}
+
+/// Names other proxies use for a key of the table at `path` (nginx's, Caddy's, HAProxy's, or
+/// sluice's own listener keys): the key meant, and a hint that says how sluice writes it.
+/// Spelling distance cannot find these.
+pub(crate) fn alias(path: &KeyPath, key: &str) -> Option<(&'static str, String)> {
+    let segs = path.segs();
+    let upstream = matches!(segs, [Seg::Key(u), Seg::Key(_)] if u == "upstreams");
+    let upstream_tls =
+        matches!(segs, [Seg::Key(u), Seg::Key(_), Seg::Key(t)] if u == "upstreams" && t == "tls");
+    let lower = key.to_ascii_lowercase().replace('-', "_");
+    let meant = match lower.as_str() {
+        "proxy_protocol" | "send_proxy" | "send_proxy_v2" if upstream => {
+            let hint = "write send_proxy_protocol = true to send a PROXY header to these servers (`proxy_protocol` is a listener's key, for receiving one)";
+            return Some(("send_proxy_protocol", hint.into()));
+        }
+        "ssl" | "https" | "proxy_ssl" if upstream => "tls",
+        "cert" | "certificate" | "client_certificate" | "proxy_ssl_certificate" if upstream_tls => {
+            "client_cert"
+        }
+        "key" | "private_key" | "client_private_key" | "proxy_ssl_certificate_key"
+            if upstream_tls =>
+        {
+            "client_key"
+        }
+        "ca_file"
+        | "ca_cert"
+        | "cacert"
+        | "ca_certificate"
+        | "root_ca"
+        | "trusted_ca"
+        | "trusted_ca_certs"
+        | "tls_trusted_ca_certs"
+        | "proxy_ssl_trusted_certificate"
+            if upstream_tls =>
+        {
+            "ca"
+        }
+        "sni" | "servername" | "tls_server_name" | "proxy_ssl_name" if upstream_tls => {
+            "server_name"
+        }
+        "verify"
+        | "ssl_verify"
+        | "tls_verify"
+        | "proxy_ssl_verify"
+        | "skip_verify"
+        | "insecure"
+        | "tls_insecure_skip_verify"
+            if upstream_tls =>
+        {
+            let hint = "certificates are verified by default; insecure_skip_verify = true turns that off (for a lab only)";
+            return Some(("insecure_skip_verify", hint.into()));
+        }
+        _ => return None,
+    };
+    Some((meant, format!("write `{meant}`")))
 }
 
 /// The field names a derived `Deserialize` struct expects, as written in the file (after

@@ -13,8 +13,11 @@ use std::path::{Path, PathBuf};
 const DIR: &str = "tests/golden";
 
 fn render(path: &Path) -> String {
-    match sluice_config::load(path) {
-        Ok(_) => format!("(no errors: {} is valid)\n", path.display()),
+    match sluice_config::check(path) {
+        Ok((_, warnings)) if warnings.is_empty() => {
+            format!("(no errors: {} is valid)\n", path.display())
+        }
+        Ok((_, warnings)) => format!("{warnings}\n(no errors: {} is valid)\n", path.display()),
         Err(diagnostics) => format!("{diagnostics}\n"),
     }
 }
@@ -172,6 +175,7 @@ keepalive = { zz = 1 }
 timeouts = { zz = 1 }
 retry = { zz = 1 }
 health_check = { zz = 1 }
+tls = { zz = 1 }
 [caches.a]
 zz = 1
 disk = { zz = 1 }
@@ -212,6 +216,7 @@ zz = 1
         "upstreams.a.timeouts.zz",
         "upstreams.a.retry.zz",
         "upstreams.a.health_check.zz",
+        "upstreams.a.tls.zz",
         "admin.zz",
     ];
     let mut paths: Vec<&str> = unknown.iter().map(|d| d.key_path.as_str()).collect();

@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use sluice_config::{
     AccessLog, Action, BalancePolicy, CertFiles, Compress, Config, DecompressRequests, HashKey,
     Listener, LogSettings, PathMatch, Proxy, Route, ServerSettings, StaticFiles, Tls, Upstream,
-    UpstreamAddress, UpstreamServer,
+    UpstreamAddress, UpstreamServer, UpstreamTls,
 };
 
 use sluice_core::SidecarCoding;
@@ -124,7 +124,7 @@ struct ReverseProxyArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// An upstream server: `host:port` or `unix:/path` (repeatable).
+    /// An upstream server: `host:port`, `https://host[:port]` (TLS) or `unix:/path` (repeatable).
     #[arg(long = "to", value_name = "ADDR", required = true)]
     to: Vec<String>,
     /// Balancing policy: round_robin, least_conn, p2c, or hash (by client IP).
@@ -248,8 +248,13 @@ struct CommonArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config } => match sluice_config::load(&config) {
-            Ok(config) => run_server(config),
+        Command::Serve { config } => match sluice_config::check(&config) {
+            Ok((config, warnings)) => {
+                if !warnings.is_empty() {
+                    eprintln!("{warnings}");
+                }
+                run_server(config)
+            }
             Err(diagnostics) => {
                 eprintln!("{diagnostics}");
                 ExitCode::from(2)
@@ -314,9 +319,13 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Errors fail the check (exit 1); warnings are printed and pass.
 fn check(path: &Path) -> ExitCode {
-    match sluice_config::load(path) {
-        Ok(config) => {
+    match sluice_config::check(path) {
+        Ok((config, warnings)) => {
+            if !warnings.is_empty() {
+                eprintln!("{warnings}\n");
+            }
             println!(
                 "{}: ok ({} listener(s), {} route(s), {} upstream(s))",
                 path.display(),
@@ -380,6 +389,19 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
         .map(|to| parse_upstream_address(to).map(UpstreamServer::new))
         .collect::<Result<Vec<_>, _>>()?;
     let mut upstream = Upstream::new("backend", servers);
+    // `https://` servers: TLS with the defaults (system roots, the host as the name).
+    let https = args
+        .to
+        .iter()
+        .filter(|to| to.starts_with("https://"))
+        .count();
+    if https == args.to.len() {
+        upstream.tls = Some(UpstreamTls::default());
+    } else if https > 0 {
+        return Err(
+            "--to: give every server as https://, or none (one group speaks one way)".into(),
+        );
+    }
     upstream.policy = match args.policy {
         PolicyArg::RoundRobin => BalancePolicy::RoundRobin,
         PolicyArg::LeastConn => BalancePolicy::LeastConnections,
@@ -426,7 +448,7 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
     Ok(config)
 }
 
-/// `host:port`, `http://host:port` or `unix:/path`.
+/// `host:port`, `http://host:port`, `https://host[:port]` or `unix:/path`.
 fn parse_upstream_address(text: &str) -> Result<UpstreamAddress, String> {
     if let Some(path) = text.strip_prefix("unix:") {
         if path.is_empty() {
@@ -440,9 +462,15 @@ fn parse_upstream_address(text: &str) -> Result<UpstreamAddress, String> {
         .strip_prefix("http://")
         .unwrap_or(text)
         .trim_end_matches('/');
+    let host_port = match host_port.strip_prefix("https://") {
+        // RFC 9110 §4.2.2: https without a port means 443.
+        Some(rest) if !rest.contains(':') || rest.ends_with(']') => format!("{rest}:443"),
+        Some(rest) => rest.to_string(),
+        None => host_port.to_string(),
+    };
     match host_port.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
-            Ok(UpstreamAddress::Tcp(host_port.to_string()))
+            Ok(UpstreamAddress::Tcp(host_port.clone()))
         }
         _ => Err(format!(
             "--to {text}: expected host:port (e.g. 127.0.0.1:9000) or unix:/path"

@@ -27,6 +27,8 @@ pub struct Client {
     /// The peer of the connection (the PROXY protocol header's source, on listeners that take
     /// one).
     pub remote: SocketAddr,
+    /// The address the client connected to (ours); a PROXY header sent upstream names it.
+    pub local: SocketAddr,
     /// The connection is TLS (for `X-Forwarded-Proto`).
     pub tls: bool,
     /// The client's address: the peer's, or, when the peer is a trusted proxy, the one its
@@ -38,9 +40,10 @@ pub struct Client {
 
 impl Client {
     /// A connection's client, before any request: nobody is trusted yet.
-    pub fn new(remote: SocketAddr, tls: bool) -> Self {
+    pub fn new(remote: SocketAddr, local: SocketAddr, tls: bool) -> Self {
         Self {
             remote,
+            local,
             tls,
             ip: remote.ip(),
             trusted_peer: false,
@@ -106,7 +109,11 @@ mod tests {
         for line in xff {
             headers.append("x-forwarded-for", line.parse().unwrap());
         }
-        let client = Client::new(format!("{peer}:4000").parse().unwrap(), false)
+        let client = Client::new(
+            format!("{peer}:4000").parse().unwrap(),
+            "127.0.0.1:8080".parse().unwrap(),
+            false,
+        )
             .resolve(&trusted(trusted_nets), &headers);
         (client.ip.to_string(), client.trusted_peer)
     }

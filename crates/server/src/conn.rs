@@ -102,6 +102,7 @@ pub async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().unwrap_or(remote);
         // Counted from accept, so connections still in their TLS handshake show as open.
         let open = task.metrics.connection();
         let (task, builders, shutdown, guard) = (
@@ -115,7 +116,7 @@ pub async fn accept_loop(
                 &task,
                 &builders,
                 stream,
-                Client::new(remote, task.tls.is_some()),
+                Client::new(remote, local, task.tls.is_some()),
                 shutdown,
             )
             .await;

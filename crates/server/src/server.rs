@@ -64,7 +64,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         None => None,
     };
     let admin_address = admin.as_ref().and_then(|l| l.local_addr().ok());
-    let upstreams = upstreams::start(config, &metrics, &shutdown_rx);
+    let upstreams = upstreams::start(config, &metrics, &shutdown_rx).map_err(StartError)?;
     let zones = crate::cache::zones::Zones::open(config)
         .await
         .map_err(StartError)?;

@@ -30,12 +30,12 @@ pub struct RunningUpstream {
 pub type Upstreams = HashMap<String, RunningUpstream>;
 
 /// Build each upstream group with its client and metrics, and start its active health checks
-/// (they run until `shutdown` flips).
+/// (they run until `shutdown` flips). Fails when a group's TLS cannot be set up.
 pub fn start(
     config: &Config,
     metrics: &Arc<Metrics>,
     shutdown: &watch::Receiver<bool>,
-) -> Upstreams {
+) -> Result<Upstreams, String> {
     let mut upstreams = HashMap::with_capacity(config.upstreams.len());
     for upstream in &config.upstreams {
         let group = Arc::new(Group::new(upstream));
@@ -50,7 +50,8 @@ pub fn start(
                 server.connect_time(took);
             }
         });
-        let client = UpstreamClient::new(upstream, Some(observer));
+        let client = UpstreamClient::new(upstream, Some(observer))
+            .map_err(|e| format!("upstream `{}`: TLS: {e}", upstream.name))?;
         for peer in group.peers() {
             let (watched, pool) = (peer.clone(), client.clone());
             // Read when Prometheus scrapes: passive health recovers by the clock, with no event
@@ -79,5 +80,5 @@ pub fn start(
         };
         upstreams.insert(upstream.name.clone(), running);
     }
-    upstreams
+    Ok(upstreams)
 }

@@ -4,6 +4,12 @@
 //! hyper-util's pool does what nginx's `keepalive` does (idle connections per peer, idle
 //! timeout, reuse after a complete response) and retries a request that was cancelled because a
 //! pooled connection turned out to be closed, so we use it rather than writing a pool.
+//!
+//! With `send_proxy_protocol` a connection's first bytes name one client, so the pool key also
+//! names the client's connection (its [`ClientAddresses`], which the proxy puts in the request's
+//! extensions): requests of one client connection reuse upstream connections, and no connection
+//! ever carries another client's requests. Idle ones are closed after `keepalive.idle_timeout`
+//! like any other (HAProxy keeps such connections private to the client's session likewise).
 
 use std::time::Duration;
 
@@ -19,7 +25,11 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use sluice_config::Upstream;
 use sluice_core::{Body, BoxError};
 
-use crate::connect::{ConnectObserver, ConnectionUses, Connector, peer_authority};
+use crate::connect::{
+    ConnectObserver, ConnectionUses, Connector, client_authority, peer_authority,
+};
+use crate::proxy_protocol::ClientAddresses;
+use crate::tls::{TlsSetupError, UpstreamTlsConnector};
 
 /// Sends requests to the peers of one group over pooled connections.
 #[derive(Clone)]
@@ -35,12 +45,29 @@ pub struct UpstreamClient {
     max_requests: u32,
     /// `pN` per peer (the pool key), built once.
     authorities: Vec<Authority>,
+    /// `https` for TLS groups (h2 sends it as `:scheme`), else `http`.
+    scheme: Scheme,
+    /// Pool per client connection and name it in a PROXY header.
+    proxy_protocol: bool,
 }
 
 impl UpstreamClient {
-    pub fn new(config: &Upstream, observer: Option<ConnectObserver>) -> Self {
-        let addresses = config.servers.iter().map(|s| s.address.clone()).collect();
-        let connector = Connector::new(addresses, config.timeouts.connect, observer);
+    /// The group's client; fails only when its TLS cannot be set up (files that do not parse).
+    pub fn new(
+        config: &Upstream,
+        observer: Option<ConnectObserver>,
+    ) -> Result<Self, TlsSetupError> {
+        let addresses: Vec<_> = config.servers.iter().map(|s| s.address.clone()).collect();
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|tls| UpstreamTlsConnector::new(tls, &addresses, config.http2))
+            .transpose()?;
+        let mut connector = Connector::new(addresses, config.timeouts.connect, observer)
+            .with_proxy_protocol(config.send_proxy_protocol);
+        if let Some(tls) = tls {
+            connector = connector.with_tls(tls);
+        }
         let mut builder = Client::builder(TokioExecutor::new());
         builder
             .pool_timer(TokioTimer::new())
@@ -63,13 +90,19 @@ impl UpstreamClient {
         } else {
             vec![builder.build(connector.clone())]
         };
-        Self {
+        Ok(Self {
             clients,
             http2: config.http2,
             connector,
             max_requests: config.keepalive.max_requests,
             authorities,
-        }
+            scheme: if config.tls.is_some() {
+                Scheme::HTTPS
+            } else {
+                Scheme::HTTP
+            },
+            proxy_protocol: config.send_proxy_protocol,
+        })
     }
 
     /// Connections open to peer `index` (the pool's idle ones and the busy ones).
@@ -77,7 +110,8 @@ impl UpstreamClient {
         self.connector.open_connections(index)
     }
 
-    /// Send `req` (its URI in origin-form: path and query) to peer `index`.
+    /// Send `req` (its URI in origin-form: path and query) to peer `index`. A PROXY protocol
+    /// group names the client of the request's [`ClientAddresses`] extension (none: `LOCAL`).
     pub fn send(
         &self,
         index: usize,
@@ -101,13 +135,20 @@ impl UpstreamClient {
                 .and_then(|h| Authority::try_from(h.as_bytes()).ok())
                 .unwrap_or_else(|| Authority::from_static("localhost"));
             (self.clients.get(index), Some(host))
+        } else if let Some(client) = self
+            .proxy_protocol
+            .then(|| req.extensions().get::<ClientAddresses>())
+            .flatten()
+        {
+            let authority = Authority::try_from(client_authority(index, client).as_str()).ok();
+            (self.clients.first(), authority)
         } else {
             (self.clients.first(), self.authorities.get(index).cloned())
         };
         let client =
             client.ok_or_else(|| BoxError::from(format!("no upstream peer number {index}")))?;
         let mut uri = uri::Parts::default();
-        uri.scheme = Some(Scheme::HTTP);
+        uri.scheme = Some(self.scheme.clone());
         uri.authority = authority;
         uri.path_and_query = Some(path);
         *req.uri_mut() = Uri::from_parts(uri)?;

@@ -1,5 +1,6 @@
 //! The upstream side of the proxy: a [`Group`] of [`Peer`]s with their health, the balancing
-//! policies that pick one per request, and the connectors and keep-alive pool that reach them.
+//! policies that pick one per request, and the connectors (TCP, unix; TLS in [`tls`], PROXY
+//! protocol headers in [`proxy_protocol`]) and keep-alive pool that reach them.
 //!
 //! Start reading at [`group`] (what the proxy calls), then [`peer`] and [`balance`].
 
@@ -9,6 +10,8 @@ pub mod connect;
 pub mod group;
 pub mod health;
 pub mod peer;
+pub mod proxy_protocol;
+pub mod tls;
 
 pub use group::{Group, PickContext};
 pub use peer::{InFlight, Peer};

@@ -21,6 +21,7 @@ pub(crate) use cache::{RawCacheDisk, RawCacheZone, RawRouteCache};
 pub(crate) use shapes::{BoolOrList, Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
 pub(crate) use upstream::{
     RawHealthCheck, RawKeepalive, RawRetry, RawServerTable, RawUpstream, RawUpstreamTimeouts,
+    RawUpstreamTls,
 };
 
 /// The whole file.

@@ -18,6 +18,19 @@ pub(crate) struct RawUpstream {
     pub timeouts: Option<RawUpstreamTimeouts>,
     pub retry: Option<RawRetry>,
     pub health_check: Option<RawHealthCheck>,
+    pub tls: Option<Spanned<RawUpstreamTls>>,
+    pub send_proxy_protocol: Option<bool>,
+}
+
+/// `[upstreams.NAME.tls]`: TLS to the group's servers. Its presence turns TLS on.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { ca = \"ca.pem\", server_name = \"api.internal\" }")]
+pub(crate) struct RawUpstreamTls {
+    pub ca: Option<Spanned<String>>,
+    pub server_name: Option<Spanned<String>>,
+    pub client_cert: Option<Spanned<String>>,
+    pub client_key: Option<Spanned<String>>,
+    pub insecure_skip_verify: Option<Spanned<bool>>,
 }
 
 /// The table form of an upstream server: `{ address = "...", weight = 3 }`.

@@ -63,9 +63,18 @@ pub(super) fn parse_listen_address(text: &str) -> Result<SocketAddr, Rejection> 
     }
 }
 
-/// Parses an upstream server address: `host:port` (a name or an IP, port 1-65535) or
-/// `unix:/absolute/path.sock`.
-pub(super) fn parse_upstream_address(text: &str) -> Result<UpstreamAddress, Rejection> {
+/// How a server address asks to be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scheme {
+    /// `host:port` or `unix:/path`: plain, unless the group has a `tls` table.
+    Plain,
+    /// `https://host[:port]`: TLS (port 443 when none is written).
+    Https,
+}
+
+/// Parses an upstream server address: `host:port` (a name or an IP, port 1-65535),
+/// `https://host[:port]` (TLS) or `unix:/absolute/path.sock`.
+pub(super) fn parse_upstream_address(text: &str) -> Result<(UpstreamAddress, Scheme), Rejection> {
     let t = text.trim();
     let bad = |hint: String| Err((format!("invalid upstream address `{t}`"), Some(hint)));
     if let Some(path) = t.strip_prefix("unix:") {
@@ -75,18 +84,46 @@ pub(super) fn parse_upstream_address(text: &str) -> Result<UpstreamAddress, Reje
         if !path.starts_with('/') {
             return bad(r#"a unix socket path must be absolute, e.g. "unix:/run/app.sock""#.into());
         }
-        return Ok(UpstreamAddress::Unix(PathBuf::from(path)));
+        return Ok((UpstreamAddress::Unix(PathBuf::from(path)), Scheme::Plain));
+    }
+    if let Some(rest) = t.strip_prefix("https://") {
+        // A trailing `/` is what a copied URL ends with; a path is something else.
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if let Some((authority, _)) = rest.split_once('/') {
+            return bad(format!(
+                r#"a server is a host and port, without a path: "https://{authority}" (a route's `rewrite` changes paths)"#
+            ));
+        }
+        // RFC 9110 §4.2.2: https without a port means 443.
+        let with_port = if rest.ends_with(']') || !rest.contains(':') {
+            format!("{rest}:443")
+        } else {
+            rest.to_owned()
+        };
+        return host_port(&with_port).map(|address| (address, Scheme::Https));
     }
     if let Some((scheme, rest)) = t.split_once("://") {
         let rest = rest.trim_end_matches('/');
-        let port = if scheme == "https" { 443 } else { 80 };
         let hint = if rest.contains(':') {
             rest.to_owned()
         } else {
-            format!("{rest}:{port}")
+            format!("{rest}:80")
         };
-        return bad(format!(r#"write host:port without a scheme: "{hint}""#));
+        let hint = if scheme == "http" {
+            format!(r#"write host:port without a scheme: "{hint}" (or "https://{rest}" for TLS)"#)
+        } else {
+            format!(
+                r#"`{scheme}://` is not a way to reach a server: write "{hint}", or "https://{rest}" for TLS"#
+            )
+        };
+        return bad(hint);
     }
+    host_port(t).map(|address| (address, Scheme::Plain))
+}
+
+/// `host:port`, a name or an IP (IPv6 in brackets) and a port from 1 to 65535.
+fn host_port(t: &str) -> Result<UpstreamAddress, Rejection> {
+    let bad = |hint: String| Err((format!("invalid upstream address `{t}`"), Some(hint)));
     let Some((host, port)) = t.rsplit_once(':') else {
         return bad(format!(r#"add a port: "{t}:80""#));
     };
@@ -114,7 +151,7 @@ pub(super) fn parse_upstream_address(text: &str) -> Result<UpstreamAddress, Reje
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -150,27 +187,46 @@ mod tests {
 
     #[test]
     fn upstream_addresses() {
+        let plain = |text| match parse_upstream_address(text).unwrap() {
+            (address, Scheme::Plain) => address,
+            other => panic!("{text}: {other:?}"),
+        };
+        let https = |text| match parse_upstream_address(text).unwrap() {
+            (address, Scheme::Https) => address,
+            other => panic!("{text}: {other:?}"),
+        };
         assert_eq!(
-            parse_upstream_address("app.internal:9001").unwrap(),
+            plain("app.internal:9001"),
             UpstreamAddress::Tcp("app.internal:9001".into())
         );
         assert_eq!(
-            parse_upstream_address("unix:/run/app.sock").unwrap(),
+            plain("unix:/run/app.sock"),
             UpstreamAddress::Unix("/run/app.sock".into())
         );
         assert!(parse_upstream_address("[::1]:9001").is_ok());
+        assert_eq!(
+            https("https://api:8443"),
+            UpstreamAddress::Tcp("api:8443".into())
+        );
+        assert_eq!(
+            https("https://api/"),
+            UpstreamAddress::Tcp("api:443".into())
+        );
+        assert_eq!(
+            https("https://[::1]"),
+            UpstreamAddress::Tcp("[::1]:443".into())
+        );
     }
 
     #[test]
     fn upstream_address_mistakes_get_hints() {
         assert_eq!(
             upstream_hint("http://app:9001/"),
-            r#"write host:port without a scheme: "app:9001""#
+            r#"write host:port without a scheme: "app:9001" (or "https://app:9001" for TLS)"#
         );
-        assert_eq!(
-            upstream_hint("https://app"),
-            r#"write host:port without a scheme: "app:443""#
-        );
+        assert!(upstream_hint("tcp://app:1").starts_with("`tcp://` is not a way"));
+        assert!(upstream_hint("https://app/api").contains(r#""https://app""#));
+        assert!(upstream_hint("https://app:0").contains("1 to 65535"));
         assert_eq!(upstream_hint("app"), r#"add a port: "app:80""#);
         assert!(upstream_hint("app:http").contains("1 to 65535"));
         assert!(upstream_hint("app:0").contains("1 to 65535"));

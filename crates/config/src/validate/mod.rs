@@ -26,6 +26,7 @@ mod servers;
 mod tls;
 mod trusted;
 mod upstream_settings;
+mod upstream_tls;
 mod upstreams;
 mod values;
 

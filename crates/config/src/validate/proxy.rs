@@ -11,11 +11,11 @@ use toml::Spanned;
 
 use super::Cx;
 use super::actions::WithInline;
-use super::address::Rejection;
+use super::address::{Rejection, Scheme};
 use super::routes::quoted_list;
 use crate::model::{
     Action, DecompressRequests, ForwardPath, HeaderEdits, HostHeader, PathMatch, Proxy, Upstream,
-    UpstreamServer,
+    UpstreamServer, UpstreamTls,
 };
 use crate::path::{KeyPath, TomlKey};
 use crate::raw::{OneOrMany, RawDecompress, RawHeaderEdits, RawProxy};
@@ -215,7 +215,11 @@ fn inline(
         cx.r.error(&key, Some(to.span()), message, Some(hint));
         return None;
     }
-    let upstream = Upstream::new(name.clone(), vec![UpstreamServer::new(address?)]);
+    let (address, scheme) = address?;
+    let mut upstream = Upstream::new(name.clone(), vec![UpstreamServer::new(address)]);
+    if scheme == Scheme::Https {
+        upstream.tls = Some(UpstreamTls::default());
+    }
     Some((name, Some(upstream)))
 }
 

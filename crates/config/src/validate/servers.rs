@@ -5,7 +5,7 @@
 use toml::Spanned;
 
 use super::Cx;
-use super::address::parse_upstream_address;
+use super::address::{Scheme, parse_upstream_address};
 use crate::model::{UpstreamAddress, UpstreamServer};
 use crate::path::KeyPath;
 use crate::raw::{RawServerTable, RawUpstreamServer};
@@ -16,13 +16,14 @@ const MAX_WEIGHT: u32 = 1000;
 /// this long.
 const MAX_TOTAL_WEIGHT: u32 = 10_000;
 
-/// The group's servers; `None` when any of them (or the list itself) was reported.
+/// The group's servers and how each was written (plain or `https://`); `None` when any of them
+/// (or the list itself) was reported.
 pub(super) fn servers(
     cx: &mut Cx<'_>,
     group: &KeyPath,
     name: &str,
     raw: Option<&[Spanned<RawUpstreamServer>]>,
-) -> Option<Vec<UpstreamServer>> {
+) -> Option<(Vec<UpstreamServer>, Vec<Scheme>)> {
     let Some(raw) = raw else {
         cx.r.missing(
             group,
@@ -38,7 +39,7 @@ pub(super) fn servers(
         cx.r.error(&path, None, message, hint);
         return None;
     }
-    let checked: Vec<(Option<UpstreamAddress>, UpstreamServer)> = raw
+    let checked: Vec<(Option<(UpstreamAddress, Scheme)>, UpstreamServer)> = raw
         .iter()
         .enumerate()
         .map(|(i, server)| upstream_server(cx, &path.index(i), server))
@@ -47,8 +48,11 @@ pub(super) fn servers(
     check_group(cx, &path, name, &settings);
     checked
         .into_iter()
-        .map(|(address, server)| address.map(|address| UpstreamServer { address, ..server }))
-        .collect()
+        .map(|(address, server)| {
+            address.map(|(address, scheme)| (UpstreamServer { address, ..server }, scheme))
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(|both| both.into_iter().unzip())
 }
 
 /// Whole-group mistakes. A weight that was itself reported counts as the default here, so it is
@@ -79,7 +83,7 @@ fn upstream_server(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     raw: &Spanned<RawUpstreamServer>,
-) -> (Option<UpstreamAddress>, UpstreamServer) {
+) -> (Option<(UpstreamAddress, Scheme)>, UpstreamServer) {
     // The model's defaults; the placeholder address is replaced by the caller.
     let defaults = UpstreamServer::new(UpstreamAddress::Tcp(String::new()));
     let table = match raw.get_ref() {
@@ -100,13 +104,14 @@ fn upstream_server(
     (address, settings(cx, path, table, defaults))
 }
 
-/// An upstream server's address (also a proxy's inline `to`), reported at `span` when invalid.
+/// An upstream server's address (also a proxy's inline `to`) and its scheme, reported at `span`
+/// when invalid.
 pub(super) fn address(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     text: &str,
     span: std::ops::Range<usize>,
-) -> Option<UpstreamAddress> {
+) -> Option<(UpstreamAddress, Scheme)> {
     parse_upstream_address(text)
         .map_err(|(message, hint)| cx.r.error(path, Some(span), message, hint))
         .ok()

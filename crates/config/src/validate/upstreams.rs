@@ -1,6 +1,7 @@
 //! `[upstreams.NAME]`: groups of servers a proxy route forwards to. Names are the table keys, so
 //! TOML already makes them unique. The servers are in [`super::servers`], the connection,
-//! retry and health-check settings in [`super::upstream_settings`]; the balancing policy is here.
+//! retry and health-check settings in [`super::upstream_settings`], TLS in
+//! [`super::upstream_tls`]; the balancing policy is here.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,7 @@ use toml::Spanned;
 use super::Cx;
 use super::address::Rejection;
 use super::upstream_settings as settings;
+use super::upstream_tls;
 use crate::model::{BalancePolicy, HashKey, Upstream};
 use crate::path::KeyPath;
 use crate::raw::RawUpstream;
@@ -24,6 +26,24 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
             cx.r.key_error(&path, "an upstream name cannot be empty", None);
         }
         let servers = super::servers::servers(cx, &path, &name, upstream.servers.as_deref());
+        let tls = match &servers {
+            Some((_, schemes)) => {
+                let raw = upstream.tls.as_ref();
+                upstream_tls::group_tls(cx, &path, &name, raw, schemes)
+            }
+            None => None,
+        };
+        if let Some((servers, _)) = &servers {
+            upstream_tls::check_group(cx, &path, &name, tls.as_ref(), servers);
+        }
+        let http2 = upstream.http2.unwrap_or(defaults.http2);
+        let send_proxy_protocol = upstream.send_proxy_protocol.unwrap_or(false);
+        if send_proxy_protocol && http2 {
+            let message = "send_proxy_protocol cannot be used with http2 = true";
+            let hint = "a PROXY header describes one client, and an HTTP/2 connection carries many clients' requests at once: use HTTP/1.1 to this group (remove http2), or turn send_proxy_protocol off";
+            let key = path.key("send_proxy_protocol");
+            cx.r.error(&key, None, message, Some(hint.into()));
+        }
         let policy = policy(cx, &path, &upstream);
         let keepalive = settings::keepalive(cx, &path.key("keepalive"), upstream.keepalive);
         let timeouts = settings::timeouts(cx, &path.key("timeouts"), upstream.timeouts);
@@ -31,7 +51,7 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
         let health_check = upstream
             .health_check
             .map(|raw| settings::health_check(cx, &path.key("health_check"), raw));
-        if let (Some(servers), Some(policy)) = (servers, policy) {
+        if let (Some((servers, _)), Some(policy)) = (servers, policy) {
             valid.push(Upstream {
                 name,
                 servers,
@@ -40,7 +60,9 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
                 timeouts,
                 retry,
                 health_check,
-                http2: upstream.http2.unwrap_or(defaults.http2),
+                http2,
+                tls,
+                send_proxy_protocol,
             });
         }
     }

@@ -390,3 +390,55 @@ proxy = { upstream = "app", replace_prefix = "/site%20a" }
         ]
     );
 }
+
+#[test]
+fn upstream_tls_and_proxy_protocol_map_to_the_model() {
+    let text = r#"
+[[listeners]]
+address = "127.0.0.1:8080"
+[upstreams.plain]
+servers = ["app:9001"]
+[upstreams.public]
+servers = ["https://api.example.com", "https://[::1]:8443"]
+[upstreams.internal]
+servers = ["10.0.0.5:8443"]
+send_proxy_protocol = true
+tls = { ca = "upstream_tls/ca.pem", server_name = "api.internal", client_cert = "upstream_tls/client.pem", client_key = "upstream_tls/client-key.pem" }
+[[routes]]
+proxy = { to = "https://10.0.0.9:443" }
+"#;
+    let dir = Path::new("tests/golden");
+    let config = parse_str(text, &dir.join("inline.toml")).unwrap();
+    let group = |name: &str| config.upstreams.iter().find(|u| u.name == name).unwrap();
+    assert_eq!(group("plain").tls, None);
+    assert!(!group("plain").send_proxy_protocol);
+    assert_eq!(group("public").tls, Some(UpstreamTls::default()));
+    let addresses: Vec<_> = group("public").servers.iter().map(|s| &s.address).collect();
+    assert_eq!(
+        addresses,
+        [
+            &UpstreamAddress::Tcp("api.example.com:443".into()),
+            &UpstreamAddress::Tcp("[::1]:8443".into())
+        ]
+    );
+    let internal = group("internal");
+    assert!(internal.send_proxy_protocol);
+    let tls = internal.tls.as_ref().unwrap();
+    let absolute = |file: &str| std::path::absolute(dir.join("upstream_tls").join(file)).unwrap();
+    assert_eq!(tls.ca, Some(absolute("ca.pem")));
+    assert_eq!(tls.server_name.as_deref(), Some("api.internal"));
+    assert_eq!(
+        tls.client_cert,
+        Some(CertFiles {
+            cert: absolute("client.pem"),
+            key: absolute("client-key.pem"),
+        })
+    );
+    assert!(!tls.insecure_skip_verify);
+    let inline = config
+        .upstreams
+        .iter()
+        .find(|u| u.name.starts_with("route:"))
+        .unwrap();
+    assert_eq!(inline.tls, Some(UpstreamTls::default()));
+}

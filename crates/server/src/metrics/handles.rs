@@ -190,6 +190,9 @@ pub enum UpstreamOutcome {
     Ok,
     /// No connection could be opened (refused, unreachable, connect timeout).
     ConnectError,
+    /// Connected, but the TLS handshake failed (a certificate the group does not trust, a
+    /// name that does not match, an alert from the server).
+    TlsError,
     /// Connected, but the response headers did not arrive in time.
     Timeout,
     /// The connection broke (reset, closed, unparsable response) before response headers.
@@ -199,9 +202,10 @@ pub enum UpstreamOutcome {
 }
 
 impl UpstreamOutcome {
-    pub const ALL: [UpstreamOutcome; 5] = [
+    pub const ALL: [UpstreamOutcome; 6] = [
         Self::Ok,
         Self::ConnectError,
+        Self::TlsError,
         Self::Timeout,
         Self::Reset,
         Self::HttpError,
@@ -212,6 +216,7 @@ impl UpstreamOutcome {
         match self {
             Self::Ok => "ok",
             Self::ConnectError => "connect_error",
+            Self::TlsError => "tls_error",
             Self::Timeout => "timeout",
             Self::Reset => "reset",
             Self::HttpError => "http_error",
@@ -234,7 +239,7 @@ pub struct UpstreamServerMetrics {
     pub(super) connect: DurationHistogram,
     pub(super) response: DurationHistogram,
     /// Attempts by outcome, indexed like [`UpstreamOutcome::ALL`].
-    pub(super) outcomes: [Counter; 5],
+    pub(super) outcomes: [Counter; UpstreamOutcome::ALL.len()],
     pub(super) healthy: Gauge,
     pub(super) in_flight: Gauge,
 }

@@ -30,6 +30,8 @@ use sluice_http::decompress;
 use sluice_http::headers::{self, Hop};
 use sluice_upstream::client::UpstreamClient;
 use sluice_upstream::health::active::address_label;
+use sluice_upstream::proxy_protocol::ClientAddresses;
+use sluice_upstream::tls::tls_failure;
 use sluice_upstream::{Group, InFlight, PickContext};
 
 use body::{CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
@@ -75,6 +77,11 @@ impl ProxyHandler {
             .servers
             .iter()
             .map(|s| match &s.address {
+                // RFC 9110 §4.2.2: 443 is https's default port, so the authority omits it
+                // (`https://example.com` is sent `Host: example.com`).
+                UpstreamAddress::Tcp(a) if config.tls.is_some() => {
+                    HeaderValue::from_str(a.strip_suffix(":443").unwrap_or(a)).ok()
+                }
                 UpstreamAddress::Tcp(a) => HeaderValue::from_str(a).ok(),
                 UpstreamAddress::Unix(_) => Some(HeaderValue::from_static("localhost")),
             })
@@ -197,6 +204,13 @@ impl ProxyHandler {
                 }
             };
             let mut attempt = Request::from_parts(head, attempt_body);
+            if self.upstream.send_proxy_protocol {
+                // The connector names this client in its PROXY header (and pools per client).
+                attempt.extensions_mut().insert(ClientAddresses {
+                    source: client.remote,
+                    destination: client.local,
+                });
+            }
             self.set_host(&mut attempt, peer.index(), host.as_ref());
 
             let sent_at = Instant::now();
@@ -244,11 +258,12 @@ impl ProxyHandler {
                 }
                 Ok(Err(err)) => {
                     let server = address_label(peer.address());
+                    let tls = tls_failure(&err);
                     if let Some(m) = server_metrics {
-                        m.request(if err.is_connect() {
-                            UpstreamOutcome::ConnectError
-                        } else {
-                            UpstreamOutcome::Reset
+                        m.request(match (tls, err.is_connect()) {
+                            (Some(_), _) => UpstreamOutcome::TlsError,
+                            (None, true) => UpstreamOutcome::ConnectError,
+                            (None, false) => UpstreamOutcome::Reset,
                         });
                     }
                     if peer.report_failure(Instant::now()) {
@@ -261,7 +276,16 @@ impl ProxyHandler {
                         Some(slot) => slot.lock().map(|b| b.is_some()).unwrap_or(false),
                         None => err.is_connect() || idempotent,
                     };
-                    tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err));
+                    match tls {
+                        // The rustls error by its name (`UnknownIssuer`, `NotValidForName`...),
+                        // which is what to search for or compare with the server's certificate.
+                        Some(tls) => {
+                            tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream TLS handshake failed: {tls:?}: {}", error_chain(&err))
+                        }
+                        None => {
+                            tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err))
+                        }
+                    }
                     let error = Error::new(
                         ErrorKind::BadGateway,
                         Side::Upstream,

@@ -38,12 +38,16 @@ async fn the_time_to_the_response_head_is_noted_when_an_upstream_answers() {
     );
     let config = sluice_config::parse_str(&toml, Path::new("sluice.toml")).unwrap();
     let (_shutdown, shutdown_rx) = watch::channel(false);
-    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx);
+    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx).unwrap();
     let sluice_config::Action::Proxy(route) = &config.routes[0].action else {
         panic!("a proxy route")
     };
     let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
-    let client = Client::new("127.0.0.1:5000".parse().unwrap(), false);
+    let client = Client::new(
+        "127.0.0.1:5000".parse().unwrap(),
+        "127.0.0.1:8080".parse().unwrap(),
+        false,
+    );
 
     let mut timing = UpstreamTiming::default();
     let response = proxy
@@ -63,4 +67,27 @@ async fn the_time_to_the_response_head_is_noted_when_an_upstream_answers() {
             .is_err()
     );
     assert_eq!(timing.response_head, None);
+}
+
+/// `host = "upstream"` to `https://example.com` sends `Host: example.com`: 443 is https's
+/// default port (RFC 9110 §4.2.2); another port stays.
+#[tokio::test]
+async fn the_upstream_host_of_a_tls_group_omits_port_443() {
+    let toml = r#"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        proxy = { upstream = "backend", host = "upstream" }
+        [upstreams.backend]
+        servers = ["https://example.com", "https://example.net:8443"]
+        "#;
+    let config = sluice_config::parse_str(toml, Path::new("sluice.toml")).unwrap();
+    let (_shutdown, shutdown_rx) = watch::channel(false);
+    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx).unwrap();
+    let sluice_config::Action::Proxy(route) = &config.routes[0].action else {
+        panic!("a proxy route")
+    };
+    let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
+    let hosts: Vec<_> = proxy.peer_hosts.iter().flatten().collect();
+    assert_eq!(hosts, ["example.com", "example.net:8443"]);
 }

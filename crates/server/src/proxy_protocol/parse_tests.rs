@@ -213,3 +213,26 @@ fn arbitrary_bytes_never_panic() {
         }
     }
 }
+
+/// What sluice sends upstream (`sluice_upstream::proxy_protocol`), sluice's listeners read back.
+#[test]
+fn headers_sent_upstream_read_back() {
+    use sluice_upstream::proxy_protocol::{ClientAddresses, header};
+    for (client, dst) in [
+        ("192.0.2.1:56324", "10.0.0.1:443"),
+        ("[2001:db8::1]:1000", "[2001:db8::2]:80"),
+    ] {
+        let sent = header(Some(ClientAddresses {
+            source: client.parse().unwrap(),
+            destination: dst.parse().unwrap(),
+        }));
+        assert_eq!(source(&sent), addr(client));
+    }
+    // A v4 client beside a v6 destination travels v4-mapped.
+    let mixed = header(Some(ClientAddresses {
+        source: "192.0.2.1:1".parse().unwrap(),
+        destination: "[::1]:80".parse().unwrap(),
+    }));
+    assert_eq!(source(&mixed), addr("[::ffff:192.0.2.1]:1"));
+    assert_eq!(source(&header(None)), None, "LOCAL");
+}

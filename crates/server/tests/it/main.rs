@@ -26,6 +26,7 @@ mod robustness;
 mod routes;
 mod static_files;
 mod tls;
+mod upstream_tls;
 
 use std::path::Path;
 
