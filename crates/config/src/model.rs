@@ -51,6 +51,9 @@ pub struct ServerSettings {
     pub shutdown_timeout: Duration,
     /// Value of the `Server` response header; `None` sends none.
     pub server_header: Option<http::HeaderValue>,
+    /// Where `serve` writes its process id (removed at exit), and where `sluice reload` finds
+    /// the process to signal. `None`: no pid file.
+    pub pid_file: Option<PathBuf>,
 }
 
 impl Default for ServerSettings {
@@ -59,6 +62,7 @@ impl Default for ServerSettings {
             workers: None,
             shutdown_timeout: Duration::from_secs(30),
             server_header: Some(http::HeaderValue::from_static("sluice")),
+            pid_file: None,
         }
     }
 }

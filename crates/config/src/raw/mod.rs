@@ -54,6 +54,7 @@ pub(crate) struct RawServer {
     pub workers: Option<Spanned<Scalar>>,
     pub shutdown_timeout: Option<Spanned<Scalar>>,
     pub server_header: Option<Spanned<String>>,
+    pub pid_file: Option<Spanned<String>>,
 }
 
 /// `[log]`
