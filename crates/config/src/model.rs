@@ -472,8 +472,9 @@ impl HeaderEdits {
     }
 }
 
-/// A group of servers a proxy route forwards to (`[upstreams.NAME]`).
-#[derive(Debug, Clone)]
+/// A group of servers a proxy route forwards to (`[upstreams.NAME]`). `PartialEq` so a reload
+/// can tell an unchanged group (kept running, with its pool and health state) from a changed one.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Upstream {
     pub name: String,
     pub servers: Vec<UpstreamServer>,
@@ -528,7 +529,7 @@ pub enum HashKey {
 }
 
 /// Keep-alive connection pool settings, per server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Keepalive {
     /// Idle connections kept per server (nginx `keepalive`); 0 disables reuse.
     pub max_idle: usize,
@@ -551,7 +552,7 @@ impl Default for Keepalive {
 }
 
 /// Upstream timeouts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamTimeouts {
     /// Establishing a connection.
     pub connect: Duration,
@@ -572,7 +573,7 @@ impl Default for UpstreamTimeouts {
 }
 
 /// Retrying on another server when a connection fails or is reset before any response.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Retry {
     /// Total attempts per request, the first included (1 = no retry).
     pub tries: u32,
@@ -590,7 +591,7 @@ impl Default for Retry {
 }
 
 /// Active HTTP health checks of every server of a group.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HealthCheck {
     pub path: String,
     pub interval: Duration,
@@ -617,7 +618,7 @@ impl Default for HealthCheck {
 }
 
 /// One server of an upstream group.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamServer {
     pub address: UpstreamAddress,
     /// Relative share of traffic (>= 1).
