@@ -18,8 +18,8 @@ use sluice_config::{
 
 use sluice_core::SidecarCoding;
 
-use crate::lifecycle::with_runtime;
 use crate::lifecycle::fail;
+use crate::lifecycle::with_runtime;
 use crate::{cert, lifecycle};
 
 #[derive(Parser)]
@@ -526,7 +526,9 @@ fn run_origin(args: OriginArgs) -> ExitCode {
                     .serve_unix(listener, signalled(stopped.clone())),
             ));
         }
-        signals.stop("the origin has no config file to reload").await;
+        signals
+            .stop("the origin has no config file to reload")
+            .await;
         let _ = stop.send(true);
         for task in tasks {
             let _ = task.await;

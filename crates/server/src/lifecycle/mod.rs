@@ -11,7 +11,6 @@ mod signals;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use sluice_config::Config;
 
@@ -103,15 +102,17 @@ pub fn serve(config: Config, source: Option<PathBuf>) -> ExitCode {
 }
 
 async fn run(mut config: Config, source: Option<PathBuf>, mut signals: Signals) -> ExitCode {
-    let server = match crate::start(&config).await {
-        Ok(server) => server,
-        Err(e) => return fail(&e.to_string()),
-    };
+    // Before the listeners: once sluice says it is listening, `sluice reload` finds it. Removed
+    // again (dropped) if start-up fails.
     let mut pid = match write_pid_file(config.server.pid_file.as_deref()) {
         Ok(pid) => pid,
-        Err(message) => {
-            server.shutdown(Duration::ZERO).await;
-            return fail(&message);
+        Err(message) => return fail(&message),
+    };
+    let server = match crate::start(&config).await {
+        Ok(server) => server,
+        Err(e) => {
+            drop(pid);
+            return fail(&e.to_string());
         }
     };
     while signals.next().await == Event::Reload {
@@ -150,8 +151,7 @@ async fn run(mut config: Config, source: Option<PathBuf>, mut signals: Signals) 
 
 fn write_pid_file(path: Option<&Path>) -> Result<Option<PidFile>, String> {
     path.map(|path| {
-        PidFile::create(path)
-            .map_err(|e| format!("writing the pid file {}: {e}", path.display()))
+        PidFile::create(path).map_err(|e| format!("writing the pid file {}: {e}", path.display()))
     })
     .transpose()
 }

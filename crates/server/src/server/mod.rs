@@ -171,12 +171,7 @@ impl Running {
 
     /// Put a built state and its sockets in force. Cannot fail: everything that could was done
     /// while building and binding.
-    fn commit(
-        &mut self,
-        new: State,
-        tasks: Vec<ListenerTask>,
-        sockets: Sockets,
-    ) -> ReloadSummary {
+    fn commit(&mut self, new: State, tasks: Vec<ListenerTask>, sockets: Sockets) -> ReloadSummary {
         let summary = self.summarize(&new, &sockets);
         self.commit_upstreams(&new);
         for zone in new.zones.iter() {
@@ -207,7 +202,9 @@ impl Running {
             .unwrap_or_default()
         };
         let (old_routes, new_routes) = (routes(old_config), routes(new_config));
-        let new_listeners = new_config.map(|c| c.listeners.as_slice()).unwrap_or_default();
+        let new_listeners = new_config
+            .map(|c| c.listeners.as_slice())
+            .unwrap_or_default();
         let kept_listeners: Vec<String> = new_listeners
             .iter()
             .zip(&sockets.listeners)
@@ -220,9 +217,12 @@ impl Running {
             .iter()
             .zip(0..)
             .map(|(l, i)| {
-                let kept_as = new_listeners.iter().zip(&sockets.listeners).find_map(
-                    |(n, slot)| matches!(slot, Slot::Kept(k) if *k == i).then_some(n.name.as_str()),
-                );
+                let kept_as = new_listeners
+                    .iter()
+                    .zip(&sockets.listeners)
+                    .find_map(|(n, slot)| {
+                        matches!(slot, Slot::Kept(k) if *k == i).then_some(n.name.as_str())
+                    });
                 kept_as.unwrap_or(l.bound.name.as_str())
             })
             .collect();
@@ -242,7 +242,12 @@ impl Running {
             upstreams: Changes::of(
                 old_state.upstreams.keys().map(String::as_str),
                 new_config
-                    .map(|c| c.upstreams.iter().map(|u| u.name.as_str()).collect::<Vec<_>>())
+                    .map(|c| {
+                        c.upstreams
+                            .iter()
+                            .map(|u| u.name.as_str())
+                            .collect::<Vec<_>>()
+                    })
                     .unwrap_or_default(),
                 |name| match (old_state.upstreams.get(name), new.upstreams.get(name)) {
                     (Some(old), Some(new)) => Arc::ptr_eq(&old.group, &new.group),

@@ -1,5 +1,6 @@
-//! Listening sockets across reloads, matched by the address written in the config: a listener
-//! whose address is still in the file keeps its socket (the same `TcpListener` goes on
+//! Listening sockets across reloads, matched by the address written in the config (by address
+//! and name for port 0, which several listeners may write): a listener whose address is still
+//! in the file keeps its socket (the same `TcpListener` goes on
 //! accepting, so no connection attempt is refused during a reload); a new address is bound
 //! before anything changes, and a bind failure refuses the whole reload; an address gone from
 //! the file stops accepting and its connections drain.
@@ -73,8 +74,16 @@ pub(super) async fn bind(
         }
     };
     let mut listeners = Vec::with_capacity(config.listeners.len());
+    let mut taken = vec![false; live.len()];
     for listener in &config.listeners {
-        if let Some(index) = live.iter().position(|l| l.configured == listener.address) {
+        // Port 0 may be written by several listeners (each gets its own port): those are told
+        // apart by name.
+        let same = |l: &LiveListener| {
+            l.configured == listener.address
+                && (listener.address.port() != 0 || l.bound.name == listener.name)
+        };
+        if let Some(index) = (0..live.len()).find(|&i| !taken[i] && same(&live[i])) {
+            taken[index] = true;
             listeners.push(Slot::Kept(index));
             continue;
         }

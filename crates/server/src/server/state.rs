@@ -23,8 +23,8 @@ use crate::conn::ListenerTask;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::router::{CompiledRoute, Router};
-use crate::upstreams::{self, Upstreams};
 use crate::tls;
+use crate::upstreams::{self, Upstreams};
 
 /// The request state of one config, less the sockets.
 #[derive(Default)]
