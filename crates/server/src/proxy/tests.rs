@@ -7,7 +7,6 @@ use std::path::Path;
 
 use http::Request;
 use sluice_core::Body;
-use tokio::sync::watch;
 
 use super::{ProxyHandler, UpstreamTiming};
 use crate::client::Client;
@@ -37,12 +36,11 @@ async fn the_time_to_the_response_head_is_noted_when_an_upstream_answers() {
         origin.addr
     );
     let config = sluice_config::parse_str(&toml, Path::new("sluice.toml")).unwrap();
-    let (_shutdown, shutdown_rx) = watch::channel(false);
-    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx);
+    let running = upstreams::build(&config.upstreams[0], &Metrics::new());
     let sluice_config::Action::Proxy(route) = &config.routes[0].action else {
         panic!("a proxy route")
     };
-    let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
+    let proxy = ProxyHandler::new(route.clone(), &running, None);
     let client = Client {
         remote: "127.0.0.1:5000".parse().unwrap(),
         tls: false,

@@ -49,7 +49,8 @@ pub struct BoundListener {
     pub tls: bool,
 }
 
-/// A running server. Dropping it does not stop it; call [`RunningServer::shutdown`].
+/// A running server. Call [`RunningServer::shutdown`] to drain it; dropping it stops accepting
+/// and tells connections to close, without waiting for them.
 pub struct RunningServer {
     /// Held for the whole of a reload, so reloads run one at a time.
     running: tokio::sync::Mutex<Running>,

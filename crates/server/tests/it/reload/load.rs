@@ -136,7 +136,11 @@ async fn twenty_reloads_under_load_fail_no_request() {
                 };
                 for _ in 0..REQUESTS_PER_CONNECTION {
                     pace.tick().await;
-                    let path = if sent % 2 == 0 { "/hello" } else { "/fixed" };
+                    let path = if sent.is_multiple_of(2) {
+                        "/hello"
+                    } else {
+                        "/fixed"
+                    };
                     sent += 1;
                     match http.get(format!("{base}{path}")).send().await {
                         Ok(resp) => {
