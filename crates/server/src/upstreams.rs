@@ -7,7 +7,7 @@
 //!
 //! Building a group ([`build`]) has no effect outside it, so a reload can build groups and still
 //! be refused; what runs or shows outside the group (health checks, [`start_health_checks`];
-//! scrape-time gauges, [`watch`]) starts only once the reload is committed. A group a reload
+//! scrape-time gauges, [`watch()`]) starts only once the reload is committed. A group a reload
 //! keeps (its config unchanged) keeps its pool, peers' health and its health-check task; a
 //! changed or removed one has its checks stopped by dropping its [`HealthChecks`].
 
@@ -77,7 +77,7 @@ pub fn watch(running: &RunningUpstream, metrics: &Metrics) {
     }
 }
 
-/// The `(upstream, server)` labels of a group's servers, as [`watch`] registers them.
+/// The `(upstream, server)` labels of a group's servers, as [`watch()`] registers them.
 pub fn server_labels(upstream: &Upstream) -> Vec<(String, String)> {
     upstream
         .servers
