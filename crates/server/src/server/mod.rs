@@ -173,7 +173,7 @@ impl Running {
     /// Put a built state and its sockets in force. Cannot fail: everything that could was done
     /// while building and binding.
     fn commit(&mut self, new: State, tasks: Vec<ListenerTask>, sockets: Sockets) -> ReloadSummary {
-        let summary = self.summarize(&new, &sockets);
+        let summary = summary::summarize(&self.state, &self.listeners, &new, &sockets);
         self.commit_upstreams(&new);
         for zone in new.zones.iter() {
             self.metrics.watch_cache_zone(zone.clone());
@@ -188,84 +188,6 @@ impl Running {
         // The old state goes here; what in-flight requests still hold of it goes with them.
         self.state = new;
         summary
-    }
-
-    fn summarize(&self, new: &State, sockets: &Sockets) -> ReloadSummary {
-        let (old_state, new_config) = (&self.state, new.config.as_ref());
-        let old_config = old_state.config.as_ref();
-        let routes = |c: Option<&Config>| -> HashMap<String, String> {
-            c.map(|c| {
-                c.routes
-                    .iter()
-                    .map(|r| (r.name.clone(), format!("{r:?}")))
-                    .collect()
-            })
-            .unwrap_or_default()
-        };
-        let (old_routes, new_routes) = (routes(old_config), routes(new_config));
-        let new_listeners = new_config
-            .map(|c| c.listeners.as_slice())
-            .unwrap_or_default();
-        let kept_listeners: Vec<String> = new_listeners
-            .iter()
-            .zip(&sockets.listeners)
-            .filter(|(_, slot)| matches!(slot, Slot::Kept(_)))
-            .map(|(l, _)| l.name.clone())
-            .collect();
-        // A listener is matched by address, so a renamed one is "kept" under its new name.
-        let old_listeners: Vec<&str> = self
-            .listeners
-            .iter()
-            .zip(0..)
-            .map(|(l, i)| {
-                let kept_as = new_listeners
-                    .iter()
-                    .zip(&sockets.listeners)
-                    .find_map(|(n, slot)| {
-                        matches!(slot, Slot::Kept(k) if *k == i).then_some(n.name.as_str())
-                    });
-                kept_as.unwrap_or(l.bound.name.as_str())
-            })
-            .collect();
-        ReloadSummary {
-            listeners: Changes::of(
-                old_listeners,
-                new_listeners.iter().map(|l| l.name.as_str()),
-                |name| kept_listeners.iter().any(|k| k == name),
-            ),
-            routes: Changes::of(
-                old_routes.keys().map(String::as_str),
-                new_config
-                    .map(|c| c.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>())
-                    .unwrap_or_default(),
-                |name| old_routes.get(name) == new_routes.get(name),
-            ),
-            upstreams: Changes::of(
-                old_state.upstreams.keys().map(String::as_str),
-                new_config
-                    .map(|c| {
-                        c.upstreams
-                            .iter()
-                            .map(|u| u.name.as_str())
-                            .collect::<Vec<_>>()
-                    })
-                    .unwrap_or_default(),
-                |name| match (old_state.upstreams.get(name), new.upstreams.get(name)) {
-                    (Some(old), Some(new)) => Arc::ptr_eq(&old.group, &new.group),
-                    _ => false,
-                },
-            ),
-            cache_zones: Changes::of(
-                old_state.zones.names(),
-                new_config
-                    .map(|c| c.caches.iter().map(|z| z.name.as_str()).collect::<Vec<_>>())
-                    .unwrap_or_default(),
-                |name| match (old_state.zones.zone(name), new.zones.zone(name)) {
-                    (Some(old), Some(new)) => Arc::ptr_eq(old, new),
-                    _ => false,
-                },
-            ),
-        }
     }
 
     /// Kept groups keep their health checks; new and changed ones start theirs and have their
