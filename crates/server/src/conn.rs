@@ -5,7 +5,7 @@
 //! Each connection runs in its own task and holds a drain guard; shutdown tells every connection
 //! to finish its in-flight requests and close, then waits for the guards to drop.
 //!
-//! Reload: a listener's [`ListenerTask`] sits behind an [`ArcSwap`] that a reload replaces
+//! Reload: a listener's [`ListenerState`] sits behind an [`ArcSwap`] that a reload replaces
 //! whole. Connection-level settings (TLS acceptor, limits, protocols) are read once, at accept;
 //! the pipeline is loaded again for every request and kept to its end, so a request in flight
 //! finishes on the state it started with and the next one on the same keep-alive or HTTP/2
@@ -34,9 +34,10 @@ use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
 use crate::proxy_protocol::{self, Prefixed};
 
-/// What a listener's connections share, for one config (a reload swaps in a new one). The
-/// socket itself is not in here: the accept loop owns it, so it closes the moment accepting
-/// stops, not when the last connection has drained.
+/// What a listener's connections read when they are accepted, for one config. The socket
+/// itself is not in here: the accept loop owns it, so it closes the moment accepting stops, not
+/// when the last connection has drained. Neither is the pipeline: a connection holds this for
+/// its whole life, and must not keep an old config's routes and upstream pools alive with it.
 pub struct ListenerTask {
     pub name: String,
     pub tls: Option<TlsAcceptor>,
@@ -45,7 +46,6 @@ pub struct ListenerTask {
     /// Connections start with a PROXY protocol header naming the real client.
     pub proxy_protocol: bool,
     pub metrics: ListenerMetrics,
-    pub pipeline: Arc<Pipeline>,
     builders: Builders,
 }
 
@@ -57,7 +57,6 @@ impl ListenerTask {
         limits: ListenerLimits,
         proxy_protocol: bool,
         metrics: ListenerMetrics,
-        pipeline: Arc<Pipeline>,
     ) -> Self {
         Self {
             builders: builders(&limits, protocols),
@@ -67,13 +66,19 @@ impl ListenerTask {
             limits,
             proxy_protocol,
             metrics,
-            pipeline,
         }
     }
 }
 
-/// A listener's current [`ListenerTask`], replaced whole by a reload.
-pub type SharedTask = Arc<ArcSwap<ListenerTask>>;
+/// A listener's state for one config: its connections' settings, read at accept, and the
+/// pipeline each request loads when it starts.
+pub struct ListenerState {
+    pub task: Arc<ListenerTask>,
+    pub pipeline: Arc<Pipeline>,
+}
+
+/// A listener's current [`ListenerState`], replaced whole by a reload.
+pub type SharedState = Arc<ArcSwap<ListenerState>>;
 
 /// hyper builders for one listener: the cleartext one (h1, h2c or both by sniffing) and the
 /// ones chosen by ALPN after a TLS handshake.
@@ -112,7 +117,7 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
 /// by a reload) or its sender is dropped; connections then finish their requests and close.
 pub async fn accept_loop(
     listener: TcpListener,
-    shared: SharedTask,
+    shared: SharedState,
     mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
 ) {
@@ -129,7 +134,7 @@ pub async fn accept_loop(
             }
             Err(err) => {
                 // Usually EMFILE: back off instead of spinning; connections in flight carry on.
-                let name = shared.load().name.clone();
+                let name = shared.load().task.name.clone();
                 tracing::warn!(listener = %name, "accept failed: {err}; retrying in {backoff:?}");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
@@ -138,7 +143,7 @@ pub async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         // Connection-level settings come from the config in force at accept.
-        let task = shared.load_full();
+        let task = shared.load().task.clone();
         // Counted from accept, so connections still in their TLS handshake show as open.
         let open = task.metrics.connection();
         let (shared, stop, guard) = (shared.clone(), stop.clone(), drain.clone());
@@ -159,12 +164,12 @@ pub async fn accept_loop(
         });
     }
     drop(listener);
-    tracing::debug!(listener = %shared.load().name, "stopped accepting");
+    tracing::debug!(listener = %shared.load().task.name, "stopped accepting");
 }
 
 async fn serve_stream(
     task: &ListenerTask,
-    shared: SharedTask,
+    shared: SharedState,
     stream: TcpStream,
     mut client: Client,
     shutdown: watch::Receiver<bool>,
@@ -229,7 +234,7 @@ async fn serve_io<I>(
     builder: &auto::Builder<TokioExecutor>,
     io: I,
     task: &ListenerTask,
-    shared: SharedTask,
+    shared: SharedState,
     client: Client,
     mut shutdown: watch::Receiver<bool>,
     activity: Arc<AtomicU64>,

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::admin::SharedZones;
 use crate::cache::zones::Zones;
-use crate::conn::{ListenerTask, accept_loop};
+use crate::conn::{ListenerState, accept_loop};
 use crate::metrics::Metrics;
 use crate::upstreams::{self, HealthChecks};
 use sockets::{AdminSlot, LiveAdmin, LiveListener, Slot, Sockets};
@@ -83,7 +83,7 @@ struct Running {
 /// Bind every listener and start serving.
 pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
     let metrics = Metrics::new();
-    let (new_state, tasks) = state::build(config, &metrics, &State::default()).await?;
+    let (new_state, listeners) = state::build(config, &metrics, &State::default()).await?;
     let sockets = sockets::bind(config, &[], None).await?;
     let (drain, drained) = mpsc::channel(1);
     let mut running = Running {
@@ -95,7 +95,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         admin_zones: Arc::new(ArcSwap::from_pointee(Zones::default())),
         drain,
     };
-    running.commit(new_state, tasks, sockets);
+    running.commit(new_state, listeners, sockets);
     Ok(RunningServer {
         view: Mutex::new(running.view()),
         running: tokio::sync::Mutex::new(running),
@@ -136,9 +136,9 @@ impl RunningServer {
     /// On error nothing has changed and the old config goes on serving.
     pub async fn reload(&self, config: &Config) -> Result<ReloadSummary, StartError> {
         let mut running = self.running.lock().await;
-        let (new_state, tasks) = state::build(config, &running.metrics, &running.state).await?;
+        let (new_state, listeners) = state::build(config, &running.metrics, &running.state).await?;
         let sockets = sockets::bind(config, &running.listeners, running.admin.as_ref()).await?;
-        let summary = running.commit(new_state, tasks, sockets);
+        let summary = running.commit(new_state, listeners, sockets);
         *self.view.lock().unwrap_or_else(PoisonError::into_inner) = running.view();
         Ok(summary)
     }
@@ -172,7 +172,12 @@ impl Running {
 
     /// Put a built state and its sockets in force. Cannot fail: everything that could was done
     /// while building and binding.
-    fn commit(&mut self, new: State, tasks: Vec<ListenerTask>, sockets: Sockets) -> ReloadSummary {
+    fn commit(
+        &mut self,
+        new: State,
+        listeners: Vec<ListenerState>,
+        sockets: Sockets,
+    ) -> ReloadSummary {
         let summary = summary::summarize(&self.state, &self.listeners, &new, &sockets);
         self.commit_upstreams(&new);
         for zone in new.zones.iter() {
@@ -182,7 +187,7 @@ impl Running {
             .retain_cache_zones(|name| new.zones.zone(name).is_some());
         self.admin_zones.store(Arc::new(new.zones.clone()));
         if let Some(config) = &new.config {
-            self.commit_listeners(config, tasks, sockets.listeners);
+            self.commit_listeners(config, listeners, sockets.listeners);
             self.commit_admin(config, sockets.admin);
         }
         // The old state goes here; what in-flight requests still hold of it goes with them.
@@ -222,9 +227,10 @@ impl Running {
         });
     }
 
-    fn commit_listeners(&mut self, config: &Config, tasks: Vec<ListenerTask>, slots: Vec<Slot>) {
+    fn commit_listeners(&mut self, config: &Config, states: Vec<ListenerState>, slots: Vec<Slot>) {
         let mut old: Vec<Option<LiveListener>> = self.listeners.drain(..).map(Some).collect();
-        for ((listener, task), slot) in config.listeners.iter().zip(tasks).zip(slots) {
+        for ((listener, state), slot) in config.listeners.iter().zip(states).zip(slots) {
+            let task = &state.task;
             let bound = |address| BoundListener {
                 name: task.name.clone(),
                 address,
@@ -237,14 +243,14 @@ impl Running {
             let live = match (running, slot) {
                 (Some(mut live), _) => {
                     live.bound = bound(live.bound.address);
-                    live.task.store(Arc::new(task));
+                    live.state.store(Arc::new(state));
                     live
                 }
                 (None, Slot::New(socket, address)) => {
                     let scheme = if task.tls.is_some() { "https" } else { "http" };
                     tracing::info!(listener = %task.name, "listening on {scheme}://{address}");
                     let bound = bound(address);
-                    let shared = Arc::new(ArcSwap::from_pointee(task));
+                    let shared = Arc::new(ArcSwap::from_pointee(state));
                     let (stop, stopped) = watch::channel(false);
                     tokio::spawn(accept_loop(
                         socket,
@@ -255,7 +261,7 @@ impl Running {
                     LiveListener {
                         configured: listener.address,
                         bound,
-                        task: shared,
+                        state: shared,
                         stop,
                     }
                 }

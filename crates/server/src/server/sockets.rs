@@ -12,14 +12,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::{BoundListener, StartError};
-use crate::conn::SharedTask;
+use crate::conn::SharedState;
 
 /// A listener that is accepting.
 pub(super) struct LiveListener {
     /// The address as written in the config (port 0 included): what a reload matches on.
     pub configured: SocketAddr,
     pub bound: BoundListener,
-    pub task: SharedTask,
+    pub state: SharedState,
     /// `true` (or dropping it) stops accepting and drains the listener's connections.
     pub stop: watch::Sender<bool>,
 }

@@ -1,5 +1,5 @@
 //! Build the request state from a [`Config`]: upstream groups, cache zones, compiled routes,
-//! the access log and each listener's [`ListenerTask`] (TLS acceptor with its certificates read
+//! the access log and each listener's [`ListenerState`] (TLS acceptor with its certificates read
 //! from disk, limits, pipeline). No socket is bound and no task is spawned here, so a reload
 //! can build a state and still be refused without anything having changed; start-up is the
 //! same build with nothing before it.
@@ -19,7 +19,7 @@ use tokio_rustls::TlsAcceptor;
 use super::StartError;
 use crate::access_log::AccessLogger;
 use crate::cache::zones::Zones;
-use crate::conn::ListenerTask;
+use crate::conn::{ListenerState, ListenerTask};
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::router::{CompiledRoute, Router};
@@ -36,12 +36,12 @@ pub(super) struct State {
 }
 
 /// Build the state of `config`, reusing what `previous` has that is still valid. Returns it
-/// with one [`ListenerTask`] per listener, in file order.
+/// with one [`ListenerState`] per listener, in file order.
 pub(super) async fn build(
     config: &Config,
     metrics: &Metrics,
     previous: &State,
-) -> Result<(State, Vec<ListenerTask>), StartError> {
+) -> Result<(State, Vec<ListenerState>), StartError> {
     let upstreams = config
         .upstreams
         .iter()
@@ -100,15 +100,18 @@ pub(super) async fn build(
             access_log: access_log.clone(),
             unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
         };
-        tasks.push(ListenerTask::new(
+        let task = ListenerTask::new(
             listener.name.clone(),
             acceptor,
             listener.protocols,
             listener.limits.clone(),
             listener.proxy_protocol,
             metrics.listener(&listener.name),
-            Arc::new(pipeline),
-        ));
+        );
+        tasks.push(ListenerState {
+            task: Arc::new(task),
+            pipeline: Arc::new(pipeline),
+        });
     }
     let state = State {
         config: Some(config.clone()),

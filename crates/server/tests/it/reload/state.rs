@@ -234,3 +234,56 @@ async fn an_unchanged_rate_limit_keeps_its_buckets() {
     .await
     .unwrap();
 }
+
+/// An origin that answers one request on one connection, keeps it open, and reports when the
+/// proxy closes it (its pool was dropped).
+async fn origin_watching_its_connection(
+    body: &'static str,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Receiver<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (closed, closed_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 8192];
+        let mut seen = Vec::new();
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the proxy closed before sending a request");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(response.as_bytes()).await.unwrap();
+        // Nothing more is asked of this connection; it ends when the proxy's pool goes.
+        while stream.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+        let _ = closed.send(());
+    });
+    (addr, closed_rx)
+}
+
+#[tokio::test]
+async fn a_replaced_group_is_freed_while_connections_accepted_before_stay_open() {
+    let (old, old_closed) = origin_watching_its_connection("old").await;
+    let (new, _new_closed) = origin_watching_its_connection("new").await;
+    let toml = |origin: std::net::SocketAddr| {
+        format!(
+            "[log]\naccess = \"off\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n[[routes]]\nproxy = {{ upstream = \"backend\" }}\n[upstreams.backend]\nservers = [\"{origin}\"]\n"
+        )
+    };
+    let server = start_toml(&toml(old)).await;
+    let mut conn = super::KeepAlive::connect(server.first_addr()).await;
+    assert_eq!(conn.get("/").await, (200, "old".into()));
+
+    server.reload_toml(&toml(new)).await.unwrap();
+    // The client's connection, accepted under the old config, is still open; the old group's
+    // pool (and its connection to the old origin) must not live on with it.
+    tokio::time::timeout(Duration::from_secs(10), old_closed)
+        .await
+        .expect("the replaced group's pool was not freed")
+        .unwrap();
+    assert_eq!(conn.get("/").await, (200, "new".into()));
+}
