@@ -54,6 +54,9 @@ pub struct ServerSettings {
     /// Peers whose `X-Forwarded-*` headers are believed (`trusted_proxies`), for listeners that
     /// do not name their own; empty: nobody's.
     pub trusted_proxies: TrustedProxies,
+    /// Where `serve` writes its process id (removed at exit), and where `sluice reload` finds
+    /// the process to signal. `None`: no pid file.
+    pub pid_file: Option<PathBuf>,
 }
 
 impl Default for ServerSettings {
@@ -63,6 +66,7 @@ impl Default for ServerSettings {
             shutdown_timeout: Duration::from_secs(30),
             server_header: Some(http::HeaderValue::from_static("sluice")),
             trusted_proxies: TrustedProxies::default(),
+            pid_file: None,
         }
     }
 }
@@ -513,8 +517,9 @@ impl HeaderEdits {
     }
 }
 
-/// A group of servers a proxy route forwards to (`[upstreams.NAME]`).
-#[derive(Debug, Clone)]
+/// A group of servers a proxy route forwards to (`[upstreams.NAME]`). `PartialEq` so a reload
+/// can tell an unchanged group (kept running, with its pool and health state) from a changed one.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Upstream {
     pub name: String,
     pub servers: Vec<UpstreamServer>,
@@ -592,7 +597,7 @@ pub enum HashKey {
 }
 
 /// Keep-alive connection pool settings, per server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Keepalive {
     /// Idle connections kept per server (nginx `keepalive`); 0 disables reuse.
     pub max_idle: usize,
@@ -615,7 +620,7 @@ impl Default for Keepalive {
 }
 
 /// Upstream timeouts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamTimeouts {
     /// Establishing a connection.
     pub connect: Duration,
@@ -636,7 +641,7 @@ impl Default for UpstreamTimeouts {
 }
 
 /// Retrying on another server when a connection fails or is reset before any response.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Retry {
     /// Total attempts per request, the first included (1 = no retry).
     pub tries: u32,
@@ -654,7 +659,7 @@ impl Default for Retry {
 }
 
 /// Active HTTP health checks of every server of a group.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HealthCheck {
     pub path: String,
     pub interval: Duration,
@@ -681,7 +686,7 @@ impl Default for HealthCheck {
 }
 
 /// One server of an upstream group.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamServer {
     pub address: UpstreamAddress,
     /// Relative share of traffic (>= 1).

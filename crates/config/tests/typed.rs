@@ -27,6 +27,7 @@ const FULL: &str = r#"
 workers = 4
 shutdown_timeout = "1m 30s"
 server_header = ""
+pid_file = "logs/sluice.pid"
 
 [log]
 level = "sluice=debug,info"
@@ -98,6 +99,10 @@ fn a_full_config_maps_to_typed_values() {
     assert_eq!(config.server.workers, Some(4));
     assert_eq!(config.server.shutdown_timeout, Duration::from_secs(90));
     assert_eq!(config.server.server_header, None);
+    assert_eq!(
+        config.server.pid_file,
+        Some(std::path::absolute(dir.path().join("logs/sluice.pid")).unwrap())
+    );
     assert_eq!(config.log.level, "sluice=debug,info");
     assert_eq!(
         config.log.access,

@@ -10,6 +10,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
@@ -38,12 +39,15 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const INDEX: &str = "sluice admin\n\n/metrics  Prometheus metrics (OpenMetrics text)\n\
 /cache/ZONE?key=KEY  PURGE or DELETE: remove a stored response (?prefix=P: every key starting with P)\n";
 
+/// The cache zones purge requests reach: the current config's, replaced by a reload.
+pub type SharedZones = Arc<ArcSwap<Zones>>;
+
 /// Serve the admin endpoints on `listener` until `shutdown` becomes true (or its sender is
 /// dropped). Returns once it stops accepting; open connections finish their current response.
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    zones: Zones,
+    zones: SharedZones,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut http = http1::Builder::new();
@@ -85,12 +89,12 @@ async fn connection(
     http: http1::Builder,
     stream: TcpStream,
     metrics: Arc<Metrics>,
-    zones: Zones,
+    zones: SharedZones,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let service = service_fn(move |req: Request<hyper::body::Incoming>| {
         let metrics = metrics.clone();
-        let zones = zones.clone();
+        let zones = zones.load_full();
         async move {
             if req.uri().path().starts_with("/cache/") {
                 let (status, text) = crate::cache::purge::purge(
@@ -196,7 +200,12 @@ mod tests {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let metrics = Metrics::new();
         let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, metrics.clone(), Zones::default(), rx));
+        let task = tokio::spawn(serve(
+            listener,
+            metrics.clone(),
+            Arc::new(ArcSwap::from_pointee(Zones::default())),
+            rx,
+        ));
         Admin {
             base,
             stop,

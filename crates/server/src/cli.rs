@@ -1,8 +1,9 @@
 //! The `sluice` command line. Each subcommand is a small function; the ones that serve build a
 //! typed [`Config`] (from a file or from flags) and hand it to [`run_server`].
 //!
-//! Command names are a contract with users and docs: `serve`, `check`, `file-server`, `origin`,
-//! `cert`, `reverse-proxy`, `demo`, `precompress` (later: `bench`).
+//! Command names are a contract with users and docs: `serve`, `check`, `reload`, `file-server`,
+//! `origin`, `cert`, `reverse-proxy`, `demo`, `precompress`, `bench`. The process lifecycle
+//! (runtime, signals, drain, reload, pid file) is `lifecycle/`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,9 @@ use sluice_config::{
 
 use sluice_core::SidecarCoding;
 
-use crate::cert;
+use crate::lifecycle::fail;
+use crate::lifecycle::with_runtime;
+use crate::{cert, lifecycle};
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +54,13 @@ enum Command {
             conflicts_with = "config"
         )]
         config_flag: Option<PathBuf>,
+    },
+    /// Reload a running `sluice serve` without dropping a connection: checks the file, then sends
+    /// SIGHUP to the process named in its `[server] pid_file`.
+    Reload {
+        /// The TOML configuration file the server runs (`serve -c FILE`).
+        #[arg(short, long, default_value = "sluice.toml")]
+        config: PathBuf,
     },
     /// Serve a directory, no configuration file needed.
     FileServer(FileServerArgs),
@@ -248,12 +258,12 @@ struct CommonArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config } => match sluice_config::check(&config) {
+        Command::Serve { config: path } => match sluice_config::check(&path) {
             Ok((config, warnings)) => {
                 if !warnings.is_empty() {
                     eprintln!("{warnings}");
                 }
-                run_server(config)
+                run_server(config, Some(path))
             }
             Err(diagnostics) => {
                 eprintln!("{diagnostics}");
@@ -264,14 +274,15 @@ pub fn main() -> ExitCode {
             config,
             config_flag,
         } => check(&config_flag.unwrap_or(config)),
+        Command::Reload { config } => lifecycle::request_reload(&config),
         Command::FileServer(args) => match file_server_config(args) {
-            Ok(config) => run_server(config),
+            Ok(config) => run_server(config, None),
             Err(message) => fail(&message),
         },
         Command::Origin(args) => run_origin(args),
         Command::Cert(args) => write_cert(&args),
         Command::ReverseProxy(args) => match reverse_proxy_config(args) {
-            Ok(config) => run_server(config),
+            Ok(config) => run_server(config, None),
             Err(message) => fail(&message),
         },
         Command::Demo(args) => run_demo(args),
@@ -312,11 +323,6 @@ fn precompress(args: PrecompressArgs) -> ExitCode {
         }
         Err(message) => fail(&message),
     }
-}
-
-fn fail(message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(2)
 }
 
 /// Errors fail the check (exit 1); warnings are printed and pass.
@@ -507,99 +513,9 @@ fn quick_config(
     }
 }
 
-fn init_tracing(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = workers {
-        builder.worker_threads(n.max(1));
-    }
-    builder.enable_all().thread_name("sluice-worker").build()
-}
-
-/// Set up diagnostics and a runtime with `workers` threads, install the signal handlers, and
-/// run `serve` with them: the shared frame of every command that serves until a signal.
-fn with_runtime<F, Fut>(log_level: &str, workers: Option<usize>, serve: F) -> ExitCode
-where
-    F: FnOnce(Signals) -> Fut,
-    Fut: std::future::Future<Output = ExitCode>,
-{
-    init_tracing(log_level);
-    let rt = match runtime(workers) {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("starting the runtime: {e}")),
-    };
-    rt.block_on(async move {
-        match Signals::install() {
-            Ok(signals) => serve(signals).await,
-            Err(e) => fail(&format!("installing signal handlers: {e}")),
-        }
-    })
-}
-
-/// Run a server until SIGTERM/SIGINT, then drain.
-pub fn run_server(config: Config) -> ExitCode {
-    let (level, workers) = (config.log.level.clone(), config.server.workers);
-    with_runtime(&level, workers, |mut signals| async move {
-        let server = match crate::start(&config).await {
-            Ok(server) => server,
-            Err(e) => return fail(&e.to_string()),
-        };
-        signals.recv().await;
-        tracing::info!(
-            "shutting down: draining in-flight requests (up to {:?})",
-            config.server.shutdown_timeout
-        );
-        tokio::select! {
-            drained = server.shutdown(config.server.shutdown_timeout) => {
-                if !drained {
-                    tracing::warn!("shutdown timeout reached with requests still in flight");
-                }
-                ExitCode::SUCCESS
-            }
-            _ = signals.recv() => {
-                tracing::warn!("second signal: exiting without waiting");
-                ExitCode::from(130)
-            }
-        }
-    })
-}
-
-/// SIGTERM and SIGINT, caught from the moment of [`Signals::install`]: installed before
-/// anything listens, so a signal that arrives as soon as the address is printed still drains
-/// instead of killing the process.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Self {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-        })
-    }
-
-    /// Resolve on the next SIGTERM or SIGINT.
-    async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-    }
+/// Run a server until SIGTERM/SIGINT, then drain; SIGHUP reloads `source` when there is one.
+pub fn run_server(config: Config, source: Option<PathBuf>) -> ExitCode {
+    lifecycle::serve(config, source)
 }
 
 fn run_origin(args: OriginArgs) -> ExitCode {
@@ -638,7 +554,9 @@ fn run_origin(args: OriginArgs) -> ExitCode {
                     .serve_unix(listener, signalled(stopped.clone())),
             ));
         }
-        signals.recv().await;
+        signals
+            .stop("the origin has no config file to reload")
+            .await;
         let _ = stop.send(true);
         for task in tasks {
             let _ = task.await;
@@ -738,7 +656,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             args.admin
         );
         println!("Ctrl-C stops it.");
-        signals.recv().await;
+        signals.stop("the demo has no config file to reload").await;
         let _ = stop.send(true);
         server.shutdown(config.server.shutdown_timeout).await;
         ExitCode::SUCCESS

@@ -114,7 +114,7 @@ mod tests {
             "127.0.0.1:8080".parse().unwrap(),
             false,
         )
-            .resolve(&trusted(trusted_nets), &headers);
+        .resolve(&trusted(trusted_nets), &headers);
         (client.ip.to_string(), client.trusted_peer)
     }
 

@@ -4,6 +4,12 @@
 //!
 //! Each connection runs in its own task and holds a drain guard; shutdown tells every connection
 //! to finish its in-flight requests and close, then waits for the guards to drop.
+//!
+//! Reload: a listener's [`ListenerState`] sits behind an [`ArcSwap`] that a reload replaces
+//! whole. Connection-level settings (TLS acceptor, limits, protocols) are read once, at accept;
+//! the pipeline is loaded again for every request and kept to its end, so a request in flight
+//! finishes on the state it started with and the next one on the same keep-alive or HTTP/2
+//! connection sees the new config.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -12,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -27,8 +34,10 @@ use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
 use crate::proxy_protocol::{self, Prefixed};
 
-/// What a listener's connections share. The socket itself is not in here: the accept loop owns
-/// it, so it closes the moment accepting stops, not when the last connection has drained.
+/// What a listener's connections read when they are accepted, for one config. The socket
+/// itself is not in here: the accept loop owns it, so it closes the moment accepting stops, not
+/// when the last connection has drained. Neither is the pipeline: a connection holds this for
+/// its whole life, and must not keep an old config's routes and upstream pools alive with it.
 pub struct ListenerTask {
     pub name: String,
     pub tls: Option<TlsAcceptor>,
@@ -37,8 +46,39 @@ pub struct ListenerTask {
     /// Connections start with a PROXY protocol header naming the real client.
     pub proxy_protocol: bool,
     pub metrics: ListenerMetrics,
+    builders: Builders,
+}
+
+impl ListenerTask {
+    pub fn new(
+        name: String,
+        tls: Option<TlsAcceptor>,
+        protocols: Protocols,
+        limits: ListenerLimits,
+        proxy_protocol: bool,
+        metrics: ListenerMetrics,
+    ) -> Self {
+        Self {
+            builders: builders(&limits, protocols),
+            name,
+            tls,
+            protocols,
+            limits,
+            proxy_protocol,
+            metrics,
+        }
+    }
+}
+
+/// A listener's state for one config: its connections' settings, read at accept, and the
+/// pipeline each request loads when it starts.
+pub struct ListenerState {
+    pub task: Arc<ListenerTask>,
     pub pipeline: Arc<Pipeline>,
 }
+
+/// A listener's current [`ListenerState`], replaced whole by a reload.
+pub type SharedState = Arc<ArcSwap<ListenerState>>;
 
 /// hyper builders for one listener: the cleartext one (h1, h2c or both by sniffing) and the
 /// ones chosen by ALPN after a TLS handshake.
@@ -73,20 +113,19 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
     }
 }
 
-/// Accept connections until `shutdown` flips to true.
+/// Accept connections until `stop` flips to true (process shutdown, or the listener was removed
+/// by a reload) or its sender is dropped; connections then finish their requests and close.
 pub async fn accept_loop(
     listener: TcpListener,
-    task: ListenerTask,
-    mut shutdown: watch::Receiver<bool>,
+    shared: SharedState,
+    mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
 ) {
-    let builders = Arc::new(builders(&task.limits, task.protocols));
-    let task = Arc::new(task);
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            _ = shutdown.changed() => break,
+            _ = stop.changed() => break,
         };
         let (stream, remote) = match accepted {
             Ok(ok) => {
@@ -95,29 +134,27 @@ pub async fn accept_loop(
             }
             Err(err) => {
                 // Usually EMFILE: back off instead of spinning; connections in flight carry on.
-                tracing::warn!(listener = %task.name, "accept failed: {err}; retrying in {backoff:?}");
+                let name = shared.load().task.name.clone();
+                tracing::warn!(listener = %name, "accept failed: {err}; retrying in {backoff:?}");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
         };
         let _ = stream.set_nodelay(true);
+        // Connection-level settings come from the config in force at accept.
+        let task = shared.load().task.clone();
         let local = stream.local_addr().unwrap_or(remote);
         // Counted from accept, so connections still in their TLS handshake show as open.
         let open = task.metrics.connection();
-        let (task, builders, shutdown, guard) = (
-            task.clone(),
-            builders.clone(),
-            shutdown.clone(),
-            drain.clone(),
-        );
+        let (shared, stop, guard) = (shared.clone(), stop.clone(), drain.clone());
         tokio::spawn(async move {
             serve_stream(
                 &task,
-                &builders,
+                shared,
                 stream,
                 Client::new(remote, local, task.tls.is_some()),
-                shutdown,
+                stop,
             )
             .await;
             drop(open);
@@ -125,12 +162,12 @@ pub async fn accept_loop(
         });
     }
     drop(listener);
-    tracing::debug!(listener = %task.name, "stopped accepting");
+    tracing::debug!(listener = %shared.load().task.name, "stopped accepting");
 }
 
 async fn serve_stream(
     task: &ListenerTask,
-    builders: &Builders,
+    shared: SharedState,
     stream: TcpStream,
     mut client: Client,
     shutdown: watch::Receiver<bool>,
@@ -166,7 +203,8 @@ async fn serve_stream(
         activity: activity.clone(),
     };
     let Some(acceptor) = &task.tls else {
-        return serve_io(&builders.plain, io, task, client, shutdown, activity).await;
+        let plain = &task.builders.plain;
+        return serve_io(plain, io, task, shared, client, shutdown, activity).await;
     };
     let tls =
         match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
@@ -181,32 +219,34 @@ async fn serve_stream(
             }
         };
     let builder = match tls.get_ref().1.alpn_protocol() {
-        Some(b"h2") => &builders.h2,
-        Some(_) => &builders.h1,
+        Some(b"h2") => &task.builders.h2,
+        Some(_) => &task.builders.h1,
         // No ALPN: the client did not ask; HTTP/1.1 unless the listener only speaks h2.
-        None if task.protocols.http1 => &builders.h1,
-        None => &builders.h2,
+        None if task.protocols.http1 => &task.builders.h1,
+        None => &task.builders.h2,
     };
-    serve_io(builder, tls, task, client, shutdown, activity).await;
+    serve_io(builder, tls, task, shared, client, shutdown, activity).await;
 }
 
 async fn serve_io<I>(
     builder: &auto::Builder<TokioExecutor>,
     io: I,
     task: &ListenerTask,
+    shared: SharedState,
     client: Client,
     mut shutdown: watch::Receiver<bool>,
     activity: Arc<AtomicU64>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let pipeline = task.pipeline.clone();
     // Requests waiting for their response head: a connection with one is not idle, however
     // long the upstream takes (long polls); once the body streams, bytes move anyway.
     let waiting = Arc::new(AtomicU64::new(0));
     let waiting_in_service = waiting.clone();
     let service = service_fn(move |req: hyper::Request<Incoming>| {
-        let pipeline = pipeline.clone();
+        // Loaded per request and held to its end: a reload reaches the next request on this
+        // connection, never one already running.
+        let pipeline = shared.load().pipeline.clone();
         let waiting = Waiting::start(&waiting_in_service);
         async move {
             let response = pipeline.handle(client, req).await;

@@ -14,6 +14,7 @@ pub mod compress;
 pub mod conn;
 pub mod context;
 pub mod host;
+pub mod lifecycle;
 pub mod metrics;
 pub mod observe;
 pub mod pipeline;
@@ -28,4 +29,4 @@ pub mod target;
 pub mod tls;
 pub mod upstreams;
 
-pub use server::{BoundListener, RunningServer, StartError, start};
+pub use server::{BoundListener, Changes, ReloadSummary, RunningServer, StartError, start};

@@ -30,8 +30,9 @@ pub struct CompiledRoute {
     pub compression: Option<RouteCompression>,
     /// The response cache, when the (proxy) route has a `cache` option.
     pub cache: Option<crate::cache::RouteCache>,
-    /// Per-client rate limit, when the route has a `rate_limit` option.
-    pub rate_limit: Option<crate::rate_limit::RouteRateLimit>,
+    /// Per-client rate limit, when the route has a `rate_limit` option. Shared so a reload can
+    /// hand an unchanged route's buckets to its new compiled route.
+    pub rate_limit: Option<Arc<crate::rate_limit::RouteRateLimit>>,
     /// Created at start-up so requests update them without a label lookup.
     pub metrics: crate::metrics::RouteMetrics,
 }
@@ -102,7 +103,10 @@ impl CompiledRoute {
             compression,
             cache,
             rate_limit: route.rate_limit.as_ref().map(|limit| {
-                crate::rate_limit::RouteRateLimit::new(limit, metrics.rate_limited(&route.name))
+                Arc::new(crate::rate_limit::RouteRateLimit::new(
+                    limit,
+                    metrics.rate_limited(&route.name),
+                ))
             }),
             metrics: metrics.route(&route.name),
         })

@@ -1,14 +1,20 @@
 //! The running upstream groups: each group's peers and balancer, its pooled client and its
-//! metrics, built once at start-up from the config and shared by every route that proxies to it.
+//! metrics, built from the config and shared by every route that proxies to it.
 //!
-//! Start-up (`server.rs`) builds them; routes (`router.rs`) look them up by name; the proxy
-//! (`proxy/`) forwards through one. A module of its own so that those three import it, and it
-//! imports none of them.
+//! Start-up and reload (`server/`) build them; routes (`router.rs`) look them up by name; the
+//! proxy (`proxy/`) forwards through one. A module of its own so that those three import it,
+//! and it imports none of them.
+//!
+//! Building a group ([`build`]) has no effect outside it, so a reload can build groups and still
+//! be refused; what runs or shows outside the group (health checks, [`start_health_checks`];
+//! scrape-time gauges, [`watch()`]) starts only once the reload is committed. A group a reload
+//! keeps (its config unchanged) keeps its pool, peers' health and its health-check task; a
+//! changed or removed one has its checks stopped by dropping its [`HealthChecks`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_config::Config;
+use sluice_config::Upstream;
 use sluice_upstream::Group;
 use sluice_upstream::client::UpstreamClient;
 use sluice_upstream::connect::ConnectObserver;
@@ -17,7 +23,9 @@ use tokio::sync::watch;
 
 use crate::metrics::{Metrics, ServerState, UpstreamMetrics, UpstreamServerMetrics};
 
-/// A running upstream group: its peers and balancer, its pooled client, its metrics.
+/// A running upstream group: its peers and balancer, its pooled client, its metrics. Cloning
+/// shares all of them.
+#[derive(Clone)]
 pub struct RunningUpstream {
     pub group: Arc<Group>,
     pub client: UpstreamClient,
@@ -29,56 +37,73 @@ pub struct RunningUpstream {
 /// The running upstreams, by name.
 pub type Upstreams = HashMap<String, RunningUpstream>;
 
-/// Build each upstream group with its client and metrics, and start its active health checks
-/// (they run until `shutdown` flips). Fails when a group's TLS cannot be set up.
-pub fn start(
-    config: &Config,
-    metrics: &Arc<Metrics>,
-    shutdown: &watch::Receiver<bool>,
-) -> Result<Upstreams, String> {
-    let mut upstreams = HashMap::with_capacity(config.upstreams.len());
-    for upstream in &config.upstreams {
-        let group = Arc::new(Group::new(upstream));
-        let server_metrics: Arc<[UpstreamServerMetrics]> = group
-            .peers()
-            .iter()
-            .map(|peer| metrics.upstream_server(&upstream.name, &address_label(peer.address())))
-            .collect();
-        let observed = server_metrics.clone();
-        let observer: ConnectObserver = Arc::new(move |index, took| {
-            if let Some(server) = observed.get(index) {
-                server.connect_time(took);
-            }
-        });
-        let client = UpstreamClient::new(upstream, Some(observer))
-            .map_err(|e| format!("upstream `{}`: TLS: {e}", upstream.name))?;
-        for peer in group.peers() {
-            let (watched, pool) = (peer.clone(), client.clone());
-            // Read when Prometheus scrapes: passive health recovers by the clock, with no event
-            // to update a gauge from, and the counts already live in the peer and the connector.
-            let read = move || ServerState {
-                healthy: watched.is_available(std::time::Instant::now()),
-                in_flight: watched.in_flight() as i64,
-                connections: pool.open_connections(watched.index()) as i64,
-            };
-            metrics.watch_upstream_server(&upstream.name, &address_label(peer.address()), read);
+/// Build one group with its client and metric handles. Nothing runs yet. Fails when the
+/// group's TLS cannot be set up.
+pub fn build(upstream: &Upstream, metrics: &Metrics) -> Result<RunningUpstream, String> {
+    let group = Arc::new(Group::new(upstream));
+    let server_metrics: Arc<[UpstreamServerMetrics]> = group
+        .peers()
+        .iter()
+        .map(|peer| metrics.upstream_server(&upstream.name, &address_label(peer.address())))
+        .collect();
+    let observed = server_metrics.clone();
+    let observer: ConnectObserver = Arc::new(move |index, took| {
+        if let Some(server) = observed.get(index) {
+            server.connect_time(took);
         }
-        if let Some(check) = &upstream.health_check {
-            tokio::spawn(sluice_upstream::health::active::run(
-                group.clone(),
-                client.clone(),
-                check.clone(),
-                None,
-                shutdown.clone(),
-            ));
-        }
-        let running = RunningUpstream {
-            group,
-            client,
-            metrics: metrics.upstream(&upstream.name),
-            server_metrics,
+    });
+    let client = UpstreamClient::new(upstream, Some(observer))
+        .map_err(|e| format!("upstream `{}`: TLS: {e}", upstream.name))?;
+    Ok(RunningUpstream {
+        group,
+        client,
+        metrics: metrics.upstream(&upstream.name),
+        server_metrics,
+    })
+}
+
+/// Read the group's servers' health, in-flight requests and open connections at every scrape
+/// (replacing the readers of a group of the same name built before).
+pub fn watch(running: &RunningUpstream, metrics: &Metrics) {
+    let name = &running.group.config().name;
+    for peer in running.group.peers() {
+        let (watched, pool) = (peer.clone(), running.client.clone());
+        // Read when Prometheus scrapes: passive health recovers by the clock, with no event
+        // to update a gauge from, and the counts already live in the peer and the connector.
+        let read = move || ServerState {
+            healthy: watched.is_available(std::time::Instant::now()),
+            in_flight: watched.in_flight() as i64,
+            connections: pool.open_connections(watched.index()) as i64,
         };
-        upstreams.insert(upstream.name.clone(), running);
+        metrics.watch_upstream_server(name, &address_label(peer.address()), read);
     }
-    Ok(upstreams)
+}
+
+/// The `(upstream, server)` labels of a group's servers, as [`watch()`] registers them.
+pub fn server_labels(upstream: &Upstream) -> Vec<(String, String)> {
+    upstream
+        .servers
+        .iter()
+        .map(|server| (upstream.name.clone(), address_label(&server.address)))
+        .collect()
+}
+
+/// A group's active health checks; they stop when this is dropped.
+pub struct HealthChecks {
+    _stop: watch::Sender<bool>,
+}
+
+/// Start the group's active health checks, if it has any.
+pub fn start_health_checks(running: &RunningUpstream) -> Option<HealthChecks> {
+    let check = running.group.config().health_check.clone()?;
+    // A cancel token per group, not the process's shutdown: a reload stops one group's checks.
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(sluice_upstream::health::active::run(
+        running.group.clone(),
+        running.client.clone(),
+        check,
+        None,
+        stopped,
+    ));
+    Some(HealthChecks { _stop: stop })
 }

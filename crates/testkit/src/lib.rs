@@ -74,6 +74,19 @@ impl TestServer {
         self.server.as_ref().unwrap()
     }
 
+    /// Write `toml` as `dir/sluice.toml` and reload it as SIGHUP does
+    /// ([`sluice::lifecycle::reload`]: validated as `sluice check` does, then put in force).
+    pub async fn reload_toml(
+        &self,
+        toml: &str,
+    ) -> Result<sluice::ReloadSummary, sluice::lifecycle::ReloadRefused> {
+        let path = self.dir.join("sluice.toml");
+        std::fs::write(&path, toml).unwrap();
+        sluice::lifecycle::reload(self.running(), &path)
+            .await
+            .map(|(_, summary)| summary)
+    }
+
     /// Drain and stop; returns whether everything finished within `timeout`.
     pub async fn shutdown(mut self, timeout: Duration) -> bool {
         self.server.take().unwrap().shutdown(timeout).await

@@ -56,6 +56,7 @@ pub(crate) struct RawServer {
     pub shutdown_timeout: Option<Spanned<Scalar>>,
     pub server_header: Option<Spanned<String>>,
     pub trusted_proxies: Option<Spanned<OneOrMany>>,
+    pub pid_file: Option<Spanned<String>>,
 }
 
 /// `[log]`

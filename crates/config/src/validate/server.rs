@@ -1,6 +1,8 @@
 //! `[server]` and `[log]`: process-wide settings, each with a default so both tables may be left
 //! out.
 
+use std::path::{Path, PathBuf};
+
 use toml::Spanned;
 
 use super::Cx;
@@ -49,12 +51,63 @@ pub(super) fn server(cx: &mut Cx<'_>, raw: Option<RawServer>) -> ServerSettings 
         .as_ref()
         .map(|v| super::trusted::trusted_proxies(cx, &path.key("trusted_proxies"), v))
         .unwrap_or_default();
+    let pid_file = raw
+        .pid_file
+        .as_ref()
+        .and_then(|v| file_to_create(cx, &path.key("pid_file"), v, "the pid file"));
     ServerSettings {
         workers,
         shutdown_timeout,
         server_header,
         trusted_proxies,
+        pid_file,
     }
+}
+
+/// A file the server creates (the pid file): not empty, not a directory, in a directory that
+/// exists (checking must not change the file system, so the directory is not created here).
+fn file_to_create(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    value: &Spanned<String>,
+    what: &str,
+) -> Option<PathBuf> {
+    match creatable(cx, value.get_ref(), what) {
+        Ok(absolute) => Some(absolute),
+        Err((message, hint)) => {
+            cx.r.error(path, Some(value.span()), message, Some(hint));
+            None
+        }
+    }
+}
+
+fn creatable(cx: &Cx<'_>, text: &str, what: &str) -> Result<PathBuf, (String, String)> {
+    if text.trim().is_empty() {
+        let hint = r#"name a file, e.g. "/run/sluice.pid", or leave the key out"#;
+        return Err((format!("{what} path is empty"), hint.into()));
+    }
+    let (shown, absolute) = cx.resolve(text);
+    if absolute.is_dir() {
+        return Err((
+            format!("{what} `{text}` is a directory"),
+            format!(
+                "name a file inside it, e.g. \"{}\"",
+                shown.join("sluice.pid").display()
+            ),
+        ));
+    }
+    let dir = absolute.parent().filter(|d| !d.as_os_str().is_empty());
+    if dir.is_some_and(|d| !d.is_dir()) {
+        let shown_dir = shown
+            .parent()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        return Err((
+            format!("the directory of {what} `{text}` does not exist"),
+            format!("create {shown_dir}{}", relative_note(Path::new(text))),
+        ));
+    }
+    Ok(absolute)
 }
 
 pub(super) fn log(cx: &mut Cx<'_>, raw: Option<RawLog>) -> LogSettings {

@@ -86,6 +86,12 @@ impl CacheCollector {
         zones.retain(|z| z.name() != zone.name());
         zones.push(zone);
     }
+
+    /// Stop reporting (and holding) the zones whose names `keep` refuses.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        let mut zones = self.zones.lock().unwrap_or_else(PoisonError::into_inner);
+        zones.retain(|z| keep(z.name()));
+    }
 }
 
 /// One gauge family of a tier's usage: `(name, help, value)`.

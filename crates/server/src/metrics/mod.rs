@@ -454,6 +454,24 @@ impl Metrics {
             .insert(labels, [healthy, in_flight, connections], Box::new(read));
     }
 
+    /// After a reload: stop reading the upstream servers for which `keep(upstream, server)` is
+    /// false (their group was removed, or replaced by one without them), so their peers and
+    /// pools can be freed, and drop their three scrape-time gauges (a removed server is neither
+    /// healthy nor unhealthy). Their counters and histograms stay: metrics survive reloads.
+    pub fn retain_upstream_servers(&self, keep: impl Fn(&str, &str) -> bool) {
+        for labels in self.watches.retain(|l| keep(&l.upstream, &l.server)) {
+            self.upstream_healthy.remove(&labels);
+            self.upstream_in_flight.remove(&labels);
+            self.upstream_connections.remove(&labels);
+        }
+    }
+
+    /// After a reload: stop reporting the cache zones whose names `keep` refuses (removed from
+    /// the config), so their storage can be freed.
+    pub fn retain_cache_zones(&self, keep: impl Fn(&str) -> bool) {
+        self.caches.retain(keep);
+    }
+
     /// Handles for an upstream group as a whole.
     pub fn upstream(&self, upstream: &str) -> UpstreamMetrics {
         let labels = UpstreamLabels {

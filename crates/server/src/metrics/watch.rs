@@ -48,6 +48,16 @@ impl Watches {
         servers.insert(labels, watched);
     }
 
+    /// Drop the readers of servers `keep` refuses, returning their labels.
+    pub(super) fn retain(&self, keep: impl Fn(&ServerLabels) -> bool) -> Vec<ServerLabels> {
+        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        let gone: Vec<ServerLabels> = servers.keys().filter(|l| !keep(l)).cloned().collect();
+        for labels in &gone {
+            servers.remove(labels);
+        }
+        gone
+    }
+
     /// Copy every reader's current state into its gauges.
     pub(super) fn refresh(&self) {
         let servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);

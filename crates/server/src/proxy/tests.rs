@@ -7,7 +7,6 @@ use std::path::Path;
 
 use http::Request;
 use sluice_core::Body;
-use tokio::sync::watch;
 
 use super::{ProxyHandler, UpstreamTiming};
 use crate::client::Client;
@@ -37,12 +36,11 @@ async fn the_time_to_the_response_head_is_noted_when_an_upstream_answers() {
         origin.addr
     );
     let config = sluice_config::parse_str(&toml, Path::new("sluice.toml")).unwrap();
-    let (_shutdown, shutdown_rx) = watch::channel(false);
-    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx).unwrap();
+    let running = upstreams::build(&config.upstreams[0], &Metrics::new()).unwrap();
     let sluice_config::Action::Proxy(route) = &config.routes[0].action else {
         panic!("a proxy route")
     };
-    let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
+    let proxy = ProxyHandler::new(route.clone(), &running, None);
     let client = Client::new(
         "127.0.0.1:5000".parse().unwrap(),
         "127.0.0.1:8080".parse().unwrap(),
@@ -82,12 +80,11 @@ async fn the_upstream_host_of_a_tls_group_omits_port_443() {
         servers = ["https://example.com", "https://example.net:8443"]
         "#;
     let config = sluice_config::parse_str(toml, Path::new("sluice.toml")).unwrap();
-    let (_shutdown, shutdown_rx) = watch::channel(false);
-    let running = upstreams::start(&config, &Metrics::new(), &shutdown_rx).unwrap();
+    let running = upstreams::build(&config.upstreams[0], &Metrics::new()).unwrap();
     let sluice_config::Action::Proxy(route) = &config.routes[0].action else {
         panic!("a proxy route")
     };
-    let proxy = ProxyHandler::new(route.clone(), &running["backend"], None);
+    let proxy = ProxyHandler::new(route.clone(), &running, None);
     let hosts: Vec<_> = proxy.peer_hosts.iter().flatten().collect();
     assert_eq!(hosts, ["example.com", "example.net:8443"]);
 }

@@ -22,6 +22,7 @@ mod proxy_protocol;
 mod proxy_protocol_listener;
 mod proxy_rewrite;
 mod rate_limit;
+mod reload;
 mod robustness;
 mod routes;
 mod static_files;

@@ -118,7 +118,7 @@ async fn sni_picks_the_certificate_for_the_requested_host() {
 }
 
 /// The leaf certificate the server presents for `sni`.
-async fn peer_certificate(addr: std::net::SocketAddr, sni: &str) -> Vec<u8> {
+pub(crate) async fn peer_certificate(addr: std::net::SocketAddr, sni: &str) -> Vec<u8> {
     let config = sluice_testkit::insecure_tls_config();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -1,0 +1,124 @@
+//! Build the request state from a [`Config`]: upstream groups, cache zones, compiled routes,
+//! the access log and each listener's [`ListenerState`] (TLS acceptor with its certificates read
+//! from disk, limits, pipeline). No socket is bound and no task is spawned here, so a reload
+//! can build a state and still be refused without anything having changed; start-up is the
+//! same build with nothing before it.
+//!
+//! What outlives a config is taken from the previous state: upstream groups whose config is
+//! unchanged (their pool, peers' health, health-check task: see `upstreams.rs`), cache zones
+//! whose storage settings are unchanged (`cache/zones.rs`), and the rate-limit buckets of routes
+//! whose name and `rate_limit` are unchanged. Metrics live in the one process-wide
+//! [`Metrics`], which hands the same series to a route or upstream of the same name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sluice_config::Config;
+use tokio_rustls::TlsAcceptor;
+
+use super::StartError;
+use crate::access_log::AccessLogger;
+use crate::cache::zones::Zones;
+use crate::conn::{ListenerState, ListenerTask};
+use crate::metrics::Metrics;
+use crate::pipeline::Pipeline;
+use crate::router::{CompiledRoute, Router};
+use crate::tls;
+use crate::upstreams::{self, Upstreams};
+
+/// The request state of one config, less the sockets.
+#[derive(Default)]
+pub(super) struct State {
+    pub config: Option<Config>,
+    pub upstreams: Upstreams,
+    pub zones: Zones,
+    pub routes: Vec<Arc<CompiledRoute>>,
+}
+
+/// Build the state of `config`, reusing what `previous` has that is still valid. Returns it
+/// with one [`ListenerState`] per listener, in file order.
+pub(super) async fn build(
+    config: &Config,
+    metrics: &Metrics,
+    previous: &State,
+) -> Result<(State, Vec<ListenerState>), StartError> {
+    let upstreams = config
+        .upstreams
+        .iter()
+        .map(|upstream| {
+            let running = match previous.upstreams.get(&upstream.name) {
+                Some(old) if old.group.config() == upstream => old.clone(),
+                _ => upstreams::build(upstream, metrics).map_err(StartError)?,
+            };
+            Ok((upstream.name.clone(), running))
+        })
+        .collect::<Result<Upstreams, StartError>>()?;
+    let zones = Zones::reopen(config, &previous.zones)
+        .await
+        .map_err(StartError)?;
+    let old_routes: HashMap<&str, &CompiledRoute> = previous
+        .routes
+        .iter()
+        .map(|r| (r.config.name.as_str(), r.as_ref()))
+        .collect();
+    let routes = config
+        .routes
+        .iter()
+        .map(|route| {
+            let mut compiled = CompiledRoute::compile(route, &upstreams, &zones, metrics)
+                .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))?;
+            // The same limit on the same route keeps its clients' buckets: a reload must not
+            // hand every client a fresh burst.
+            if let Some(old) = old_routes.get(route.name.as_str())
+                && old.config.rate_limit == route.rate_limit
+            {
+                compiled.rate_limit = old.rate_limit.clone();
+            }
+            Ok(Arc::new(compiled))
+        })
+        .collect::<Result<Vec<_>, StartError>>()?;
+    // Opened again on every reload: moving the file away and reloading rotates the log.
+    let access_log = AccessLogger::open(&config.log.access, config.log.format).map_err(|e| {
+        StartError(format!(
+            "opening the access log {:?}: {e}",
+            config.log.access
+        ))
+    })?;
+    let mut tasks = Vec::with_capacity(config.listeners.len());
+    for listener in &config.listeners {
+        // Certificates are read here, so a reload rotates them for new handshakes.
+        let acceptor = match &listener.tls {
+            Some(t) => Some(TlsAcceptor::from(
+                tls::server_config(t, listener.protocols)
+                    .map_err(|e| StartError(format!("listener `{}`: {e}", listener.name)))?,
+            )),
+            None => None,
+        };
+        let pipeline = Pipeline {
+            router: Router::for_listener(&routes, &listener.name),
+            server_header: config.server.server_header.clone(),
+            access_log: access_log.clone(),
+            unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
+            trusted_proxies: listener.trusted_proxies.clone(),
+        };
+        let task = ListenerTask::new(
+            listener.name.clone(),
+            acceptor,
+            listener.protocols,
+            listener.limits.clone(),
+            listener.proxy_protocol,
+            metrics.listener(&listener.name),
+        );
+        tasks.push(ListenerState {
+            task: Arc::new(task),
+            pipeline: Arc::new(pipeline),
+        });
+    }
+    let state = State {
+        config: Some(config.clone()),
+        upstreams,
+        zones,
+        routes,
+    };
+    Ok((state, tasks))
+}
