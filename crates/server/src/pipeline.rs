@@ -77,6 +77,9 @@ impl Pipeline {
         ctx: &mut RequestContext<'r>,
         req: &Request<Incoming>,
     ) -> Next<'r> {
+        if let Some(why) = crate::router::invalid_host(req) {
+            return Next::Answered(responses::error_page(StatusCode::BAD_REQUEST, Some(why)));
+        }
         let Some(route) = self.router.route(req).map(Arc::as_ref) else {
             return Next::Answered(responses::error_page(StatusCode::NOT_FOUND, None));
         };

@@ -3,4 +3,5 @@
 //! upstream, which checks on the bytes that it never saw a smuggled or truncated request as
 //! whole; and the server keeps serving everyone else.
 
+mod smuggling;
 pub mod upstreams;
