@@ -3,5 +3,6 @@
 //! upstream, which checks on the bytes that it never saw a smuggled or truncated request as
 //! whole; and the server keeps serving everyone else.
 
+mod h2;
 mod smuggling;
 pub mod upstreams;
