@@ -4,5 +4,6 @@
 //! whole; and the server keeps serving everyone else.
 
 mod h2;
+mod slowloris;
 mod smuggling;
 pub mod upstreams;
