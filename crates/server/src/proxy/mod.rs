@@ -161,8 +161,7 @@ impl ProxyHandler {
         };
         // A request that may meet a keep-alive race (below) keeps its head for one more try even
         // when no other server could take it.
-        let race_retry = body.is_none() && idempotent;
-        let mut race_retried = false;
+        let mut race_retry_left = body.is_none() && idempotent;
 
         let mut tried: Vec<usize> = Vec::new();
         let mut last_error = None;
@@ -187,7 +186,7 @@ impl ProxyHandler {
             }
             let server_metrics = self.servers.get(peer.index());
             let guard = peer.start();
-            let last_try = tried.len() as u32 + 1 >= tries && !(race_retry && !race_retried);
+            let last_try = tried.len() as u32 + 1 >= tries && !race_retry_left;
             let head = if last_try {
                 std::mem::replace(&mut parts, empty_parts())
             } else {
@@ -262,12 +261,12 @@ impl ProxyHandler {
                             UpstreamOutcome::Reset
                         });
                     }
-                    if race_retry && !race_retried && on_reused_connection(&err) {
+                    if race_retry_left && on_reused_connection(&err) {
                         // The server closed a pooled connection as the request went out on it
                         // (RFC 9112 §9.3.1: an idempotent request may then be retried). Not the
                         // server's failure, so passive health is not told; one more try, on
                         // whichever connection the pool gives next (a fresh one if none is left).
-                        race_retried = true;
+                        race_retry_left = false;
                         if tried.is_empty() {
                             // (Otherwise the next attempt counts itself, as every retry does.)
                             self.metrics.retry();
