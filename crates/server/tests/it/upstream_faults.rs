@@ -283,9 +283,9 @@ async fn cut_short(chunked: bool, end: End) -> Scripted {
             return;
         }
         let head: &[u8] = if chunked {
-            b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n"
         } else {
-            b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 100000\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nCache-Control: max-age=60\r\nContent-Length: 100000\r\n\r\n"
         };
         let _ = stream.write_all(head).await;
         let _ = stream.write_all(&[b'x'; 1000]).await;
@@ -446,4 +446,33 @@ async fn keep_alive_connections_closed_at_random_fail_no_get() {
         ),
         1.0
     );
+}
+
+#[tokio::test]
+async fn a_compressed_response_cut_short_upstream_is_not_finished_as_whole() {
+    // The compressor must not close its stream (a valid gzip trailer, the last chunk) when the
+    // upstream body breaks off: the client would take a truncated page for the whole one.
+    for (chunked, end) in [(false, End::Reset), (true, End::Close), (false, End::Stall)] {
+        let temp = tempfile::tempdir().unwrap();
+        let upstream = cut_short(chunked, end).await;
+        let server = proxy(temp.path(), &quoted(&[upstream.addr]), "compress = {}").await;
+        let case = format!("chunked={chunked} {end:?}");
+        for (n, offer) in [(1, Offer::Http1), (2, Offer::Http2)] {
+            let resp = client(offer)
+                .get(server.url("/gz"))
+                .header("accept-encoding", "gzip")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{case}");
+            assert_eq!(resp.headers()["content-encoding"], "gzip", "{case}");
+            let body = resp.bytes().await;
+            assert!(
+                body.is_err(),
+                "{case} {offer:?}: the compressed body ended cleanly"
+            );
+            let entry = log_entry(temp.path(), "/gz", n).await;
+            assert_eq!(entry["complete"], false, "{case}: {entry}");
+        }
+    }
 }
