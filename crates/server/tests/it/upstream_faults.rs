@@ -173,14 +173,16 @@ async fn black_hole() -> (SocketAddr, tokio::net::TcpListener, Vec<TcpStream>) {
     let addr = listener.local_addr().unwrap();
     let mut held = Vec::new();
     loop {
-        // A loopback connect completes in microseconds unless its SYN was dropped.
-        match tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(addr)).await {
+        // A loopback connect completes in microseconds unless its SYN was dropped (the bound is
+        // generous so a loaded machine is not mistaken for a full queue).
+        match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => held.push(stream),
             Ok(Err(err)) => panic!("connect to the black hole failed: {err}"),
             Err(_) => break,
         }
         assert!(held.len() < 64, "the accept queue never filled");
     }
+    assert!(!held.is_empty(), "not even one connection was queued");
     (addr, listener, held)
 }
 
