@@ -42,10 +42,15 @@ impl AccessLogger {
     }
 
     /// Queue the line for a finished response.
-    pub fn write(&self, entry: &Entry, bytes_sent: u64) {
+    /// `complete`: the response body was sent whole (see `observe.rs`); only the JSON format
+    /// says so, combined stays nginx's.
+    pub fn write(&self, entry: &Entry, bytes_sent: u64, complete: bool) {
         let line = match self.format {
             AccessLogFormat::Combined => entry.combined(bytes_sent),
-            AccessLogFormat::Json => entry.json(bytes_sent),
+            // A response to HEAD has no content to send (RFC 9110 §9.3.2): hyper drops its body.
+            AccessLogFormat::Json => {
+                entry.json(bytes_sent, complete || entry.method == Method::HEAD)
+            }
         };
         // The writer thread only stops when every sender is gone; a send error means the
         // process is exiting, and the line has nowhere to go.
@@ -141,7 +146,7 @@ impl Entry {
         )
     }
 
-    fn json(&self, bytes_sent: u64) -> String {
+    fn json(&self, bytes_sent: u64, complete: bool) -> String {
         let value = serde_json::json!({
             "time": httpdate::fmt_http_date(self.time),
             "remote": self.remote.ip().to_string(),
@@ -151,6 +156,7 @@ impl Entry {
             "host": self.host,
             "status": self.status.as_u16(),
             "bytes_sent": bytes_sent,
+            "complete": complete,
             "duration_ms": self.start.elapsed().as_secs_f64() * 1000.0,
             "route": self.route,
             "encoding": self.encoding,
@@ -232,10 +238,11 @@ mod tests {
 
     #[test]
     fn json_line_is_one_object() {
-        let line = entry().json(7);
+        let line = entry().json(7, false);
         let v: serde_json::Value = serde_json::from_str(line.trim_end()).unwrap();
         assert_eq!(v["status"], 404);
         assert_eq!(v["bytes_sent"], 7);
+        assert_eq!(v["complete"], false);
         assert_eq!(v["user_agent"], "curl/8 \"evil\"");
         assert_eq!(v["encoding"], serde_json::Value::Null);
         assert_eq!(v["compress"], serde_json::Value::Null);

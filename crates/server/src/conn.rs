@@ -100,6 +100,12 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
     base.http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.max_concurrent_streams)
+        // Rapid reset (CVE-2023-44487): a client that opens and cancels streams faster than
+        // they are served gets GOAWAY ENHANCE_YOUR_CALM after this many; and a connection whose
+        // streams we keep resetting for its errors is closed the same way. hyper's defaults,
+        // pinned here so an upgrade cannot loosen them (tests/it/hostile/h2.rs).
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(1024)
         .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
     let plain = match (protocols.http1, protocols.http2) {
         (true, false) => base.clone().http1_only(),

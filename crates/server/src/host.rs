@@ -14,6 +14,22 @@ pub fn request_host_parts(parts: &http::request::Parts) -> Option<std::borrow::C
     host_of(&parts.uri, &parts.headers)
 }
 
+/// Why an HTTP/1.1 request's `Host` makes it a 400 (RFC 9112 §3.2: "A server MUST respond with a
+/// 400 (Bad Request) status code to any HTTP/1.1 request message that lacks a Host header field
+/// and to any request message that contains more than one Host header field line or a Host
+/// header field with an invalid field value"): none, or more than one. HTTP/1.0 may omit it;
+/// HTTP/2 carries `:authority` instead, and hyper already refuses two of those.
+pub fn invalid_host<B>(req: &Request<B>) -> Option<&'static str> {
+    let mut hosts = req.headers().get_all(http::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) if req.version() == http::Version::HTTP_11 => {
+            Some("an HTTP/1.1 request needs a Host header")
+        }
+        (Some(_), Some(_)) => Some("a request may have only one Host header"),
+        _ => None,
+    }
+}
+
 fn host_of<'a>(
     uri: &'a http::Uri,
     headers: &'a http::HeaderMap,

@@ -28,12 +28,14 @@ pub struct Observer {
 }
 
 impl Observer {
-    fn finish(self, bytes_out: u64) {
+    /// `complete`: the body ended as its framing said; `false` when it failed (an upstream
+    /// body cut off) or was dropped first (the client went away).
+    fn finish(self, bytes_out: u64, complete: bool) {
         let bytes_in = self.bytes_in.map_or(0, |n| n.load(Ordering::Relaxed));
         self.route
             .observe(self.status, self.start.elapsed(), bytes_in, bytes_out);
         if let Some((entry, logger)) = self.log {
-            logger.write(&entry, bytes_out);
+            logger.write(&entry, bytes_out, complete);
         }
     }
 }
@@ -47,7 +49,7 @@ pub fn observe(response: Response<Body>, observer: Observer) -> Response<Body> {
     };
     match in_memory {
         Some(len) if observer.log.is_none() => {
-            observer.finish(len);
+            observer.finish(len, true);
             response
         }
         _ => response.map(|inner| {
@@ -69,9 +71,9 @@ struct ObservedBody {
 }
 
 impl ObservedBody {
-    fn finish(&mut self) {
+    fn finish(&mut self, complete: bool) {
         if let Some(observer) = self.observer.take() {
-            observer.finish(self.sent);
+            observer.finish(self.sent, complete);
         }
     }
 }
@@ -92,10 +94,11 @@ impl http_body::Body for ObservedBody {
                     this.sent += data.len() as u64;
                 }
                 if this.inner.is_end_stream() {
-                    this.finish();
+                    this.finish(true);
                 }
             }
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.finish(),
+            Poll::Ready(None) => this.finish(true),
+            Poll::Ready(Some(Err(_))) => this.finish(false),
             Poll::Pending => {}
         }
         polled
@@ -112,7 +115,9 @@ impl http_body::Body for ObservedBody {
 
 impl Drop for ObservedBody {
     fn drop(&mut self) {
-        self.finish();
+        // A body that had nothing more to send is whole even if never polled to its end.
+        let complete = self.inner.is_end_stream();
+        self.finish(complete);
     }
 }
 

@@ -87,6 +87,9 @@ impl Pipeline {
         ctx: &mut RequestContext<'r>,
         req: &mut Request<Incoming>,
     ) -> Next<'r> {
+        if let Some(why) = crate::router::invalid_host(req) {
+            return Next::Answered(responses::error_page(StatusCode::BAD_REQUEST, Some(why)));
+        }
         if let Err(err) = crate::target::normalize(req) {
             return Next::Answered(bad_path(&err));
         }

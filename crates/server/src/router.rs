@@ -11,7 +11,7 @@ use sluice_config::{Action, FixedResponse, Redirect, Route};
 use sluice_http::static_files::StaticFiles;
 
 use crate::compress::RouteCompression;
-pub use crate::host::{request_host, request_host_parts};
+pub use crate::host::{invalid_host, request_host, request_host_parts};
 
 /// What a matched route does, ready to run (static roots canonicalized, etc.).
 pub enum Handler {

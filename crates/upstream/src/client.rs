@@ -158,9 +158,12 @@ impl UpstreamClient {
         let pending = client.request(req);
         Ok(async move {
             let response = pending.await?;
-            if let (Some(capture), Some(uses)) =
-                (capture, response.extensions().get::<ConnectionUses>())
+            // Counted on every connection, not only with `max_requests`: a failure on a
+            // connection that has carried a response is a keep-alive race (see
+            // [`on_reused_connection`]).
+            if let Some(uses) = response.extensions().get::<ConnectionUses>()
                 && uses.0.fetch_add(1, Ordering::Relaxed) + 1 >= max
+                && let Some(capture) = capture
                 && let Some(connected) = capture.connection_metadata().as_ref()
             {
                 connected.poison();
@@ -168,6 +171,22 @@ impl UpstreamClient {
             Ok(response)
         })
     }
+}
+
+/// Whether `err` happened on a connection that had already carried a response: a pooled
+/// keep-alive connection the server closed while the request was on its way (RFC 9112 §9.3.1:
+/// a server may close an idle connection at any time, and the client only learns it once it
+/// has sent the next request). hyper-util retries such a request by itself only when the close
+/// was seen before the request was written.
+pub fn on_reused_connection(err: &legacy::Error) -> bool {
+    let Some(connected) = err.connect_info() else {
+        return false;
+    };
+    let mut extensions = http::Extensions::new();
+    connected.get_extras(&mut extensions);
+    extensions
+        .get::<ConnectionUses>()
+        .is_some_and(|uses| uses.0.load(Ordering::Relaxed) > 0)
 }
 
 /// The response type the client yields.

@@ -240,6 +240,8 @@ pub struct UpstreamServerMetrics {
     pub(super) response: DurationHistogram,
     /// Attempts by outcome, indexed like [`UpstreamOutcome::ALL`].
     pub(super) outcomes: [Counter; UpstreamOutcome::ALL.len()],
+    /// Response bodies cut off after the head: `[timeout, reset]`.
+    pub(super) body_errors: [Counter; 2],
     pub(super) healthy: Gauge,
     pub(super) in_flight: Gauge,
 }
@@ -258,6 +260,12 @@ impl UpstreamServerMetrics {
     /// One attempt on this server ended this way (a retried request counts once per attempt).
     pub fn request(&self, outcome: UpstreamOutcome) {
         self.outcomes[outcome as usize].inc();
+    }
+
+    /// A response body from this server ended early: it stalled past `idle` (`timeout`), or
+    /// anything else (`reset`: the connection broke or closed short of the framing).
+    pub fn body_error(&self, stalled: bool) {
+        self.body_errors[usize::from(!stalled)].inc();
     }
 
     pub fn set_healthy(&self, healthy: bool) {

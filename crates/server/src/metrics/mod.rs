@@ -55,6 +55,7 @@ pub const UPSTREAM_CONNECT_DURATION_SECONDS: &str = "sluice_upstream_connect_dur
 pub const UPSTREAM_RESPONSE_DURATION_SECONDS: &str = "sluice_upstream_response_duration_seconds";
 pub const UPSTREAM_REQUESTS_TOTAL: &str = "sluice_upstream_requests_total";
 pub const UPSTREAM_RETRIES_TOTAL: &str = "sluice_upstream_retries_total";
+pub const UPSTREAM_RESPONSE_BODY_ERRORS_TOTAL: &str = "sluice_upstream_response_body_errors_total";
 pub const UPSTREAM_NO_PEER_TOTAL: &str = "sluice_upstream_no_peer_total";
 pub const UPSTREAM_SERVER_HEALTHY: &str = "sluice_upstream_server_healthy";
 pub const UPSTREAM_IN_FLIGHT: &str = "sluice_upstream_in_flight";
@@ -123,6 +124,7 @@ pub struct Metrics {
     upstream_connect: Family<ServerLabels, DurationHistogram>,
     upstream_response: Family<ServerLabels, DurationHistogram>,
     upstream_requests: Family<ServerOutcomeLabels, Counter>,
+    upstream_body_errors: Family<ServerOutcomeLabels, Counter>,
     upstream_healthy: Family<ServerLabels, Gauge>,
     upstream_in_flight: Family<ServerLabels, Gauge>,
     upstream_connections: Family<ServerLabels, Gauge>,
@@ -179,6 +181,11 @@ impl Metrics {
             r,
             UPSTREAM_REQUESTS_TOTAL,
             "Attempts sent to an upstream server, by outcome",
+        );
+        let upstream_body_errors = register(
+            r,
+            UPSTREAM_RESPONSE_BODY_ERRORS_TOTAL,
+            "Upstream response bodies that broke off or stalled after their headers",
         );
         let upstream_retries = register(
             r,
@@ -283,6 +290,7 @@ impl Metrics {
             upstream_connect,
             upstream_response,
             upstream_requests,
+            upstream_body_errors,
             upstream_healthy,
             upstream_in_flight,
             upstream_connections,
@@ -406,6 +414,15 @@ impl Metrics {
                     outcome: outcome.as_str(),
                 })
         });
+        // Only these two can end a body early: it stalled (`idle`) or broke off.
+        let body_errors = [UpstreamOutcome::Timeout, UpstreamOutcome::Reset].map(|outcome| {
+            self.upstream_body_errors
+                .get_or_create_owned(&ServerOutcomeLabels {
+                    upstream: upstream.to_owned(),
+                    server: server.to_owned(),
+                    outcome: outcome.as_str(),
+                })
+        });
         // A server starts healthy (as in nginx) until a check says otherwise; asking again for
         // the same server (a reload) keeps what the checks last said.
         let healthy = match self.upstream_healthy.get(&labels) {
@@ -420,6 +437,7 @@ impl Metrics {
             connect: self.upstream_connect.get_or_create_owned(&labels),
             response: self.upstream_response.get_or_create_owned(&labels),
             outcomes,
+            body_errors,
             healthy,
             in_flight: self.upstream_in_flight.get_or_create_owned(&labels),
         }

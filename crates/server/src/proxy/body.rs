@@ -12,9 +12,10 @@ use bytes::Bytes;
 use http_body::{Body as _, Frame, SizeHint};
 use sluice_core::{Body, BoxError, Side};
 use sluice_http::decompress::{DecompressBody, DecompressError};
-use sluice_upstream::InFlight;
+use sluice_upstream::health::active::address_label;
+use sluice_upstream::{Group, InFlight};
 
-use crate::metrics::{DecompressMetrics, DecompressOutcome};
+use crate::metrics::{DecompressMetrics, DecompressOutcome, UpstreamServerMetrics};
 use tokio::sync::Notify;
 
 /// The request body as one attempt sees it: taken from the shared slot on first poll, so a
@@ -103,6 +104,8 @@ pub(super) struct IdleTimeout<B> {
     /// The timer runs for the current wait (it is reset when a wait starts).
     armed: bool,
     _in_flight: Option<InFlight>,
+    /// Who to tell when an upstream response body ends in an error (taken on the first one).
+    report: Option<BodyErrorReport>,
 }
 
 impl<B> IdleTimeout<B> {
@@ -114,7 +117,46 @@ impl<B> IdleTimeout<B> {
             timer: None,
             armed: false,
             _in_flight: in_flight,
+            report: None,
         }
+    }
+
+    /// Report the body's error, if it ends in one, as an upstream response body cut off.
+    pub(super) fn reporting(mut self, report: BodyErrorReport) -> Self {
+        self.report = Some(report);
+        self
+    }
+
+    fn report(&mut self, err: &BoxError) {
+        if let Some(report) = self.report.take() {
+            report.send(err);
+        }
+    }
+}
+
+/// The upstream response body broke off (reset, closed short of its length or last chunk) or
+/// stalled: hyper then cuts the client's response off too (RFC 9112 §8: the connection closes
+/// before the framing is complete; RFC 9113 §8.1: RST_STREAM), and this says so in the log and
+/// the metrics, since the client side alone cannot tell an upstream fault from a slow client.
+pub(super) struct BodyErrorReport {
+    pub(super) group: Arc<Group>,
+    pub(super) servers: Arc<[UpstreamServerMetrics]>,
+    pub(super) peer: usize,
+}
+
+impl BodyErrorReport {
+    fn send(self, err: &BoxError) {
+        let stalled = err.downcast_ref::<Stalled>().is_some();
+        if let Some(metrics) = self.servers.get(self.peer) {
+            metrics.body_error(stalled);
+        }
+        let server = self
+            .group
+            .peers()
+            .get(self.peer)
+            .map(|p| address_label(p.address()))
+            .unwrap_or_default();
+        tracing::warn!(upstream = self.group.name(), %server, "upstream response cut off: {err}");
     }
 }
 
@@ -134,7 +176,11 @@ where
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.armed = false;
-                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+                let frame = frame.map(|f| f.map_err(Into::into));
+                if let Some(Err(err)) = &frame {
+                    this.report(err);
+                }
+                Poll::Ready(frame)
             }
             Poll::Pending => {
                 let idle = this.idle;
@@ -149,10 +195,14 @@ where
                 };
                 this.armed = true;
                 match timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(Stalled {
-                        side: this.side,
-                        idle,
-                    })))),
+                    Poll::Ready(()) => {
+                        let err: BoxError = Box::new(Stalled {
+                            side: this.side,
+                            idle,
+                        });
+                        this.report(&err);
+                        Poll::Ready(Some(Err(err)))
+                    }
                     Poll::Pending => Poll::Pending,
                 }
             }

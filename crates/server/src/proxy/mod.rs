@@ -28,13 +28,15 @@ use sluice_config::{HostHeader, Proxy, Upstream, UpstreamAddress};
 use sluice_core::{Body, Error, ErrorKind, Side};
 use sluice_http::decompress;
 use sluice_http::headers::{self, Hop};
-use sluice_upstream::client::UpstreamClient;
+use sluice_upstream::client::{UpstreamClient, on_reused_connection};
 use sluice_upstream::health::active::address_label;
 use sluice_upstream::proxy_protocol::ClientAddresses;
 use sluice_upstream::tls::tls_failure;
 use sluice_upstream::{Group, InFlight, PickContext};
 
-use body::{CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
+use body::{
+    BodyErrorReport, CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress,
+};
 
 use crate::client::Client;
 use crate::metrics::{
@@ -159,6 +161,9 @@ impl ProxyHandler {
         } else {
             1
         };
+        // A request that may meet a keep-alive race (below) keeps its head for one more try even
+        // when no other server could take it.
+        let mut race_retry_left = body.is_none() && idempotent;
 
         let mut tried: Vec<usize> = Vec::new();
         let mut last_error = None;
@@ -183,7 +188,7 @@ impl ProxyHandler {
             }
             let server_metrics = self.servers.get(peer.index());
             let guard = peer.start();
-            let last_try = tried.len() as u32 + 1 >= tries;
+            let last_try = tried.len() as u32 + 1 >= tries && !race_retry_left;
             let head = if last_try {
                 std::mem::replace(&mut parts, empty_parts())
             } else {
@@ -231,7 +236,7 @@ impl ProxyHandler {
                         m.response_time(took);
                         m.request(UpstreamOutcome::for_status(response.status()));
                     }
-                    return Ok(self.response(response, guard));
+                    return Ok(self.response(response, guard, peer.index()));
                 }
                 Ok(Err(err)) if decoding_refused(&err).is_some() => {
                     // The client's body was a bomb or corrupt: its fault, no failure counted.
@@ -266,6 +271,19 @@ impl ProxyHandler {
                             (None, false) => UpstreamOutcome::Reset,
                         });
                     }
+                    if race_retry_left && on_reused_connection(&err) {
+                        // The server closed a pooled connection as the request went out on it
+                        // (RFC 9112 §9.3.1: an idempotent request may then be retried). Not the
+                        // server's failure, so passive health is not told; one more try, on
+                        // whichever connection the pool gives next (a fresh one if none is left).
+                        race_retry_left = false;
+                        if tried.is_empty() {
+                            // (Otherwise the next attempt counts itself, as every retry does.)
+                            self.metrics.retry();
+                        }
+                        tracing::info!(upstream = self.group.name(), %server, "a keep-alive connection closed under the request, retrying: {}", error_chain(&err));
+                        continue;
+                    }
                     if peer.report_failure(Instant::now()) {
                         tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);
                     }
@@ -286,11 +304,24 @@ impl ProxyHandler {
                             tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err))
                         }
                     }
-                    let error = Error::new(
-                        ErrorKind::BadGateway,
-                        Side::Upstream,
-                        format!("upstream `{}` failed", self.group.name()),
-                    )
+                    let error = if err.is_connect() && timed_out(&err) {
+                        // The connect timeout: nginx's and RFC 9110 §15.6.5's 504, not a 502.
+                        Error::new(
+                            ErrorKind::GatewayTimeout,
+                            Side::Upstream,
+                            format!(
+                                "upstream `{}`: no connection within {:?}",
+                                self.group.name(),
+                                self.upstream.timeouts.connect
+                            ),
+                        )
+                    } else {
+                        Error::new(
+                            ErrorKind::BadGateway,
+                            Side::Upstream,
+                            format!("upstream `{}` failed", self.group.name()),
+                        )
+                    }
                     .with_source(err);
                     tried.push(peer.index());
                     let within_budget = started.elapsed() < self.upstream.retry.budget;
@@ -436,7 +467,12 @@ impl ProxyHandler {
         }
     }
 
-    fn response(&self, response: Response<Incoming>, guard: InFlight) -> Response<Body> {
+    fn response(
+        &self,
+        response: Response<Incoming>,
+        guard: InFlight,
+        peer: usize,
+    ) -> Response<Body> {
         let (mut parts, body) = response.into_parts();
         headers::remove_hop_by_hop(&mut parts.headers);
         headers::add_via(&mut parts.headers, parts.version);
@@ -446,7 +482,12 @@ impl ProxyHandler {
             self.upstream.timeouts.idle,
             Side::Upstream,
             Some(guard),
-        );
+        )
+        .reporting(BodyErrorReport {
+            group: self.group.clone(),
+            servers: self.servers.clone(),
+            peer,
+        });
         Response::from_parts(parts, Body::stream(body))
     }
 }
@@ -491,6 +532,20 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+/// Whether an I/O timeout is among the causes of `err` (the connector's connect timeout).
+fn timed_out(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// The status for a request body that failed to decode (413 bomb, 400 corrupt), if that is why

@@ -12,6 +12,7 @@ mod cache;
 mod cli;
 mod compress;
 mod decompress;
+mod hostile;
 mod lifecycle;
 mod listeners;
 mod metrics;
@@ -27,6 +28,7 @@ mod robustness;
 mod routes;
 mod static_files;
 mod tls;
+mod upstream_faults;
 mod upstream_tls;
 
 use std::path::Path;
