@@ -26,6 +26,7 @@ pub mod responses;
 pub mod router;
 pub mod server;
 pub mod tls;
+pub mod unread_body;
 pub mod upstreams;
 
 pub use server::{BoundListener, RunningServer, StartError, start};
