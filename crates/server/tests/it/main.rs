@@ -12,6 +12,8 @@ mod cache;
 mod cli;
 mod compress;
 mod decompress;
+mod h2spec;
+mod http2;
 mod lifecycle;
 mod listeners;
 mod metrics;
