@@ -2,8 +2,9 @@
 //! listener, several runs in a row each, since a failure that shows once in a few runs is a
 //! failure (the stream races behind `sluice::unread_body` did exactly that).
 //!
-//! h2spec is a Go program: `go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1`
-//! (`.ci/run` does it when it is missing). It is looked up in `$H2SPEC`, then `PATH`, then
+//! h2spec is a Go program:
+//! `go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible` (`.ci/run` does it
+//! when it is missing). It is looked up in `$H2SPEC`, then `PATH`, then
 //! `$HOME/go/bin`; without it the test fails saying how to install it.
 //!
 //! The h2c listener speaks only HTTP/2: h2spec 3.5/2 sends `INVALID CONNECTION PREFACE` and
@@ -71,7 +72,7 @@ fn find_h2spec() -> PathBuf {
     found.unwrap_or_else(|| {
         panic!(
             "h2spec not found (in $H2SPEC, PATH or $HOME/go/bin). Install it with Go: \
-             go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1 (.ci/run does)"
+             go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible (.ci/run does)"
         )
     })
 }
