@@ -1,6 +1,6 @@
 //! Serving connections: accept, the PROXY protocol header on listeners that expect one, TLS
 //! handshake with ALPN, then hyper (HTTP/1.1 keep-alive, HTTP/2, or both on a cleartext port by
-//! sniffing the h2c prior-knowledge preface).
+//! sniffing the h2c prior-knowledge preface, in [`crate::h2c`]).
 //!
 //! Each connection runs in its own task and holds a drain guard; shutdown tells every connection
 //! to finish its in-flight requests and close, then waits for the guards to drop.
@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::client::Client;
+use crate::h2c::{self, Sniffed};
 use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
 use crate::proxy_protocol::{self, Prefixed};
@@ -59,7 +60,7 @@ impl ListenerTask {
         metrics: ListenerMetrics,
     ) -> Self {
         Self {
-            builders: builders(&limits, protocols),
+            builders: builders(&limits),
             name,
             tls,
             protocols,
@@ -80,15 +81,14 @@ pub struct ListenerState {
 /// A listener's current [`ListenerState`], replaced whole by a reload.
 pub type SharedState = Arc<ArcSwap<ListenerState>>;
 
-/// hyper builders for one listener: the cleartext one (h1, h2c or both by sniffing) and the
-/// ones chosen by ALPN after a TLS handshake.
+/// hyper builders for one listener, one per protocol: chosen by ALPN after a TLS handshake, by
+/// the listener's protocols or the h2c preface on a cleartext port.
 struct Builders {
-    plain: auto::Builder<TokioExecutor>,
     h1: auto::Builder<TokioExecutor>,
     h2: auto::Builder<TokioExecutor>,
 }
 
-fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
+fn builders(limits: &ListenerLimits) -> Builders {
     let mut base = auto::Builder::new(TokioExecutor::new());
     base.http1()
         .timer(TokioTimer::new())
@@ -107,13 +107,7 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
         .max_pending_accept_reset_streams(20)
         .max_local_error_reset_streams(1024)
         .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
-    let plain = match (protocols.http1, protocols.http2) {
-        (true, false) => base.clone().http1_only(),
-        (false, true) => base.clone().http2_only(),
-        _ => base.clone(),
-    };
     Builders {
-        plain,
         h1: base.clone().http1_only(),
         h2: base.http2_only(),
     }
@@ -178,7 +172,7 @@ async fn serve_stream(
     mut client: Client,
     shutdown: watch::Receiver<bool>,
 ) {
-    let stream = if task.proxy_protocol {
+    let mut stream = if task.proxy_protocol {
         // Under the header timeout: a peer that connects and says nothing costs no more here
         // than it would waiting for request headers.
         match proxy_protocol::read_header(stream, task.limits.header_read_timeout).await {
@@ -203,15 +197,17 @@ async fn serve_stream(
     } else {
         Prefixed::plain(stream)
     };
-    let activity = Arc::new(AtomicU64::new(0));
-    let io = ActivityIo {
-        inner: stream,
-        activity: activity.clone(),
-    };
     let Some(acceptor) = &task.tls else {
-        let plain = &task.builders.plain;
-        return serve_io(plain, io, task, shared, client, shutdown, activity).await;
+        let builder = match cleartext_protocol(task, &mut stream, &client).await {
+            Some(Sniffed::Http2) => &task.builders.h2,
+            Some(Sniffed::Http1) => &task.builders.h1,
+            Some(Sniffed::BrokenPreface) => return h2c::refuse(stream).await,
+            None => return,
+        };
+        let (io, activity) = ActivityIo::new(stream);
+        return serve_io(builder, io, task, shared, client, shutdown, activity).await;
     };
+    let (io, activity) = ActivityIo::new(stream);
     let tls =
         match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
             Ok(Ok(tls)) => tls,
@@ -232,6 +228,40 @@ async fn serve_stream(
         None => &task.builders.h2,
     };
     serve_io(builder, tls, task, shared, client, shutdown, activity).await;
+}
+
+/// Which protocol a cleartext connection speaks: the listener's only one, or on a port with
+/// both (and on an h2c-only port, to refuse anything else) what the first bytes say
+/// ([`h2c::sniff`]), which are put back for hyper to read. `None`: the client went away or
+/// stayed silent first.
+async fn cleartext_protocol(
+    task: &ListenerTask,
+    stream: &mut Prefixed<TcpStream>,
+    client: &Client,
+) -> Option<Sniffed> {
+    if !task.protocols.http2 {
+        return Some(Sniffed::Http1);
+    }
+    match h2c::sniff(
+        stream,
+        task.protocols.http1,
+        task.limits.header_read_timeout,
+    )
+    .await
+    {
+        Ok((sniffed, read)) => {
+            if sniffed == Sniffed::BrokenPreface {
+                // RFC 9113 §3.4: a connection error PROTOCOL_ERROR.
+                tracing::debug!(listener = %task.name, remote = %client.remote, "invalid HTTP/2 preface: closing");
+            }
+            stream.unread(read);
+            Some(sniffed)
+        }
+        Err(err) => {
+            tracing::debug!(listener = %task.name, remote = %client.remote, "connection ended: {err}");
+            None
+        }
+    }
 }
 
 async fn serve_io<I>(
@@ -324,6 +354,18 @@ struct ActivityIo {
 }
 
 impl ActivityIo {
+    /// `inner`, and the counter its reads and writes bump.
+    fn new(inner: Prefixed<TcpStream>) -> (Self, Arc<AtomicU64>) {
+        let activity = Arc::new(AtomicU64::new(0));
+        (
+            Self {
+                inner,
+                activity: activity.clone(),
+            },
+            activity,
+        )
+    }
+
     fn touch(&self) {
         self.activity.fetch_add(1, Ordering::Relaxed);
     }

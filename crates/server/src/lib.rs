@@ -13,6 +13,7 @@ pub mod client;
 pub mod compress;
 pub mod conn;
 pub mod context;
+pub mod h2c;
 pub mod host;
 pub mod lifecycle;
 pub mod metrics;
@@ -27,6 +28,7 @@ pub mod router;
 pub mod server;
 pub mod target;
 pub mod tls;
+pub mod unread_body;
 pub mod upstreams;
 
 pub use server::{BoundListener, Changes, ReloadSummary, RunningServer, StartError, start};

@@ -11,6 +11,8 @@
 //!
 //! Before any of it, the client is resolved against the listener's `trusted_proxies`
 //! ([`Client::resolve`]): the address logs, rate limits and hash balancing use.
+//! On HTTP/2, a request body the action did not read is read to its end before the response
+//! ends its stream ([`unread_body`]), so h2 judges the whole request (RFC 9113 §8.1).
 //!
 //! [`Pipeline::handle`] reads like that list; each phase is a method below, in that order, and
 //! they share one [`RequestContext`]. The action hands the response phase a `Result`: the cache
@@ -35,6 +37,7 @@ use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
 use crate::responses;
 use crate::router::{CompiledRoute, Handler, Router, request_host};
+use crate::unread_body;
 
 /// Per-listener request handling state, shared by its connections.
 pub struct Pipeline {
@@ -66,12 +69,18 @@ impl Pipeline {
         let client = client.resolve(&self.trusted_proxies, req.headers());
         let mut ctx = RequestContext::new(client, &req);
         let entry = self.log_entry(&ctx, &req);
-        let acted = match self.request_phase(&mut ctx, &mut req).await {
+        let version = req.version();
+        let (acted, unread) = match self.request_phase(&mut ctx, &mut req).await {
             Next::Action(route) => self.action(&mut ctx, route, req).await,
-            Next::Answered(response) => Ok(response),
+            Next::Answered(response) => (Ok(response), Some(req.into_body())),
         };
         let response = self.response_phase(&mut ctx, acted).await;
-        self.observe(ctx, entry, response)
+        let response = self.observe(ctx, entry, response);
+        // After observe: the log and the metrics time the response, not the client's upload.
+        match unread {
+            Some(body) => unread_body::read_before_end(response, version, body),
+            None => response,
+        }
     }
 
     /// Request phase: everything decided from the request alone, before the action runs:
@@ -129,14 +138,16 @@ impl Pipeline {
 
     /// Action: the route's handler makes the response; a proxy also notes the request body's
     /// byte counter and the upstream's timing in `ctx`, and sends what the cache's ticket says
-    /// (its own GET for a miss or a revalidation) instead of the client's request.
+    /// (its own GET for a miss or a revalidation) instead of the client's request. Hands back
+    /// the request body when the handler did not read it (all but the proxy), for
+    /// [`unread_body`].
     async fn action(
         &self,
         ctx: &mut RequestContext<'_>,
         route: &CompiledRoute,
         req: Request<Incoming>,
-    ) -> Acted {
-        match &route.handler {
+    ) -> (Acted, Option<Incoming>) {
+        let acted = match &route.handler {
             Handler::Static(files) => files
                 .serve(req.method(), req.uri(), req.headers())
                 .await
@@ -157,12 +168,14 @@ impl Pipeline {
                 if let (Some(ticket), Some(cache)) = (&ctx.ticket, &route.cache) {
                     req = cache.upstream_request(ticket, req, route.compression.as_ref());
                 }
-                proxy
+                let acted = proxy
                     .handle(ctx.client, req, &mut ctx.upstream)
                     .await
-                    .map_err(|err| (err, uri))
+                    .map_err(|err| (err, uri));
+                return (acted, None);
             }
-        }
+        };
+        (acted, Some(req.into_body()))
     }
 
     /// Response phase: what every response goes through, whoever made it (action, 404, the

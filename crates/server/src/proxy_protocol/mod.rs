@@ -94,6 +94,16 @@ impl<S> Prefixed<S> {
             inner,
         }
     }
+
+    /// Put `bytes` back in front of what is left to read: bytes a caller read ahead to decide
+    /// something (the h2c preface) and that the protocol must still see.
+    pub fn unread(&mut self, mut bytes: Vec<u8>) {
+        if let Some(left) = self.prefix.get(self.read..) {
+            bytes.extend_from_slice(left);
+        }
+        self.prefix = bytes;
+        self.read = 0;
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
