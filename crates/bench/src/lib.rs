@@ -83,7 +83,7 @@ pub struct RunArgs {
     /// Load runs per measurement (the report shows the median); 1 with --quick.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Output directory (default: target/bench/<UTC timestamp>).
+    /// Output directory (default: `target/bench/<UTC timestamp>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// CPUs the server under test is pinned to (taskset list).

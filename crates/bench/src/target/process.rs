@@ -116,7 +116,7 @@ impl Process {
         }
     }
 
-    /// SIGTERM and wait for the exit; SIGKILL after [`STOP_DEADLINE`].
+    /// SIGTERM and wait for the exit; SIGKILL after `STOP_DEADLINE`.
     pub fn stop(mut self) {
         self.terminate();
     }

@@ -173,7 +173,7 @@ pub struct RouteCache {
     /// Levels of the compressed variants stored once per coding when the route also compresses
     /// (compress once, serve many): higher than on-the-fly levels, since the cost is paid once
     /// per stored response. Every algorithm has a level here (the defaults are filled in:
-    /// [`Self::DEFAULT_LEVELS`]), each within [`super::CompressAlgorithm::levels`].
+    /// [`Self::DEFAULT_LEVELS`]), each within [`sluice_core::Compression::levels`].
     pub levels: CompressLevels,
 }
 

@@ -131,7 +131,7 @@ pub(crate) fn if_range_allows(headers: &HeaderMap, v: &Validators) -> bool {
     date.is_some() && date == v.last_modified
 }
 
-/// [`if_range_allows`] for a representation that is not a file (a stored response of the
+/// `if_range_allows` for a representation that is not a file (a stored response of the
 /// cache): its `ETag` (quotes included) and `Last-Modified`, when it has them.
 pub fn if_range_allows_with(
     headers: &HeaderMap,
