@@ -32,6 +32,45 @@ pub struct RunningUpstream {
     pub metrics: UpstreamMetrics,
     /// Per peer, in peer order.
     pub server_metrics: Arc<[UpstreamServerMetrics]>,
+    /// The group's TLS files (`ca`, client certificate and key) as they were when its client
+    /// was built: a reload keeps an unchanged group only while these are unchanged too, so a
+    /// rotated CA or client certificate is read again.
+    tls_files: Arc<[FileStamp]>,
+}
+
+/// A file's identity for "has it changed": its path, modification time and length (`None`:
+/// could not be read).
+#[derive(Debug, PartialEq, Eq)]
+struct FileStamp(std::path::PathBuf, Option<(std::time::SystemTime, u64)>);
+
+impl FileStamp {
+    fn of(path: &std::path::Path) -> Self {
+        let meta = std::fs::metadata(path)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        Self(path.to_path_buf(), meta)
+    }
+}
+
+/// The stamps of `upstream`'s TLS files, in a fixed order.
+fn tls_files(upstream: &Upstream) -> Arc<[FileStamp]> {
+    let Some(tls) = &upstream.tls else {
+        return Arc::new([]);
+    };
+    let client = tls.client_cert.iter().flat_map(|c| [&c.cert, &c.key]);
+    tls.ca
+        .iter()
+        .chain(client)
+        .map(|path| FileStamp::of(path))
+        .collect()
+}
+
+impl RunningUpstream {
+    /// This running group can serve `upstream` after a reload: the same config, and its TLS
+    /// files unchanged on disk.
+    pub fn serves(&self, upstream: &Upstream) -> bool {
+        self.group.config() == upstream && self.tls_files == tls_files(upstream)
+    }
 }
 
 /// The running upstreams, by name.
@@ -52,9 +91,12 @@ pub fn build(upstream: &Upstream, metrics: &Metrics) -> Result<RunningUpstream, 
             server.connect_time(took);
         }
     });
+    // Stamped before the client reads them: a file replaced in between is read again next time.
+    let tls_files = tls_files(upstream);
     let client = UpstreamClient::new(upstream, Some(observer))
         .map_err(|e| format!("upstream `{}`: TLS: {e}", upstream.name))?;
     Ok(RunningUpstream {
+        tls_files,
         group,
         client,
         metrics: metrics.upstream(&upstream.name),

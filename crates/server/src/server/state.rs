@@ -47,7 +47,7 @@ pub(super) async fn build(
         .iter()
         .map(|upstream| {
             let running = match previous.upstreams.get(&upstream.name) {
-                Some(old) if old.group.config() == upstream => old.clone(),
+                Some(old) if old.serves(upstream) => old.clone(),
                 _ => upstreams::build(upstream, metrics).map_err(StartError)?,
             };
             Ok((upstream.name.clone(), running))
