@@ -13,7 +13,16 @@ use crate::proptest_config::cases;
 
 /// Tokens a list element may carry: every coding's names, `*`, and codings nobody offers.
 const TOKENS: [&str; 10] = [
-    "gzip", "x-gzip", "br", "zstd", "deflate", "identity", "*", "compress", "x-compress", "sdch",
+    "gzip",
+    "x-gzip",
+    "br",
+    "zstd",
+    "deflate",
+    "identity",
+    "*",
+    "compress",
+    "x-compress",
+    "sdch",
 ];
 
 /// One well-formed list element, before spelling: a token and its weight in thousandths.
@@ -90,7 +99,10 @@ fn render(element: &Element, s: &Spelling) -> String {
         None => format!("{a}{token}{c}"),
         Some(w) => {
             let q = if s.q_upper { "Q" } else { "q" };
-            format!("{a}{token}{b};{b}{q}{c}={c}{}{a}", qvalue(w, s.extra_decimals))
+            format!(
+                "{a}{token}{b};{b}{q}{c}={c}{}{a}",
+                qvalue(w, s.extra_decimals)
+            )
         }
     }
 }

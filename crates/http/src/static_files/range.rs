@@ -139,3 +139,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "range_proptest.rs"]
+mod proptests;
