@@ -49,3 +49,6 @@ pub fn load(path: &Path) -> Result<Config, Diagnostics> {
 pub fn parse_str(source: &str, file: &Path) -> Result<Config, Diagnostics> {
     parse::parse(source, file)
 }
+
+#[cfg(test)]
+mod proptest;
