@@ -87,6 +87,36 @@ impl<'a> Document<'a> {
     }
 }
 
+impl Document<'_> {
+    /// Every TOML date-time value, with its key path and span. No key of the schema takes one,
+    /// and serde would show one as a table with a private key (see `parse.rs`).
+    pub(crate) fn datetimes(&self) -> Vec<(KeyPath, Range<usize>)> {
+        fn walk(
+            value: &Spanned<DeValue<'_>>,
+            path: &KeyPath,
+            out: &mut Vec<(KeyPath, Range<usize>)>,
+        ) {
+            match value.get_ref() {
+                DeValue::Datetime(_) => out.push((path.clone(), value.span())),
+                DeValue::Table(table) => {
+                    for (key, child) in table.iter() {
+                        walk(child, &path.key(key.get_ref()), out);
+                    }
+                }
+                DeValue::Array(array) => {
+                    for (index, child) in array.iter().enumerate() {
+                        walk(child, &path.index(index), out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &KeyPath::root(), &mut out);
+        out
+    }
+}
+
 /// Called with an entry's path, key span (none for array elements) and value span.
 type Visitor<'f> = dyn FnMut(&KeyPath, Option<Range<usize>>, Range<usize>) + 'f;
 
