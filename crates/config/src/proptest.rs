@@ -106,6 +106,11 @@ impl Tape {
         &items[self.next(items.len())]
     }
 
+    /// One of [`VALUES`].
+    fn value(&mut self) -> &'static str {
+        VALUES[self.next(VALUES.len())]
+    }
+
     fn chance(&mut self, percent: usize) -> bool {
         self.next(100) < percent
     }
@@ -246,8 +251,8 @@ fn gen_table(tape: &mut Tape, path: &KeyPath, depth: usize) -> Table {
         let wrong_type = tape.chance(8);
         let at = child.to_string();
         let entry = match shape(&child) {
-            _ if wrong_type || depth > 4 => Entry::Leaf(at, *tape.pick(VALUES)),
-            Shape::Leaf => Entry::Leaf(at, *tape.pick(VALUES)),
+            _ if wrong_type || depth > 4 => Entry::Leaf(at, tape.value()),
+            Shape::Leaf => Entry::Leaf(at, tape.value()),
             Shape::Table => Entry::Table {
                 path: at,
                 inline: tape.chance(40),
@@ -400,7 +405,7 @@ fn check_schema_documents(tape: &mut Tape) -> Result<(), TestCaseError> {
         let blamed = diagnostics
             .iter()
             .filter(|d| !d.message.starts_with("unknown key"))
-            .any(|d| replace(&mut table, &d.key_path, *tape.pick(VALUES)));
+            .any(|d| replace(&mut table, &d.key_path, tape.value()));
         if !blamed {
             break;
         }

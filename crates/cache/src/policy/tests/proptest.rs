@@ -375,8 +375,12 @@ fn sf_key() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Members serialised per RFC 8941 §4.1.2; the value is `None` for a bare key (`true`).
-fn sf_dictionary() -> impl Strategy<Value = Vec<(String, Option<(String, SfValue)>, bool)>> {
+/// One dictionary member: its key, its value as text and as parsed (`None` for a bare key,
+/// which is `true`), and whether it carries a parameter.
+type SfMember = (String, Option<(String, SfValue)>, bool);
+
+/// Members serialised per RFC 8941 §4.1.2.
+fn sf_dictionary() -> impl Strategy<Value = Vec<SfMember>> {
     proptest::collection::vec(
         (sf_key(), proptest::option::of(sf_item()), any::<bool>()),
         1..6,
