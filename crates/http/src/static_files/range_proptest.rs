@@ -1,7 +1,7 @@
 //! Property tests of `Range` decisions (RFC 9110 §14): any header value and length decide without
 //! a panic and never name a byte outside the representation; well-formed single ranges are
 //! decided as §14.1.1–§14.1.3 say, with the choices documented in `range.rs` (`bytes=-0` and
-//! several ranges ignored, an empty representation unsatisfiable).
+//! several ranges ignored, a suffix of an empty representation answered with all of it).
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -64,6 +64,9 @@ fn expected(spec: Spec, len: u64) -> RangeDecision {
         Spec::Int(first, last) if last < first => RangeDecision::Whole,
         // The parser refuses `-0`, which is then ignored like any invalid header.
         Spec::Suffix(0) => RangeDecision::Whole,
+        // §14.1.1: on a zero-length representation a suffix range is satisfiable, yet names no
+        // byte: the whole (empty) representation.
+        Spec::Suffix(_) if len == 0 => RangeDecision::Whole,
         _ if len == 0 => RangeDecision::Unsatisfiable,
         Spec::Int(first, _) | Spec::From(first) if first >= len => RangeDecision::Unsatisfiable,
         // §14.1.2: a last position past the end means "to the end".
