@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use sluice_core::{Compression, ErrorKind};
 
 use super::codec::Decoder;
-use super::{DecompressBody, DecompressLimits, FRAME};
+use super::{DecompressBody, DecompressLimits, FRAME, plan};
 use crate::compress::{Encoder, compress_whole};
 use crate::proptest_config::cases;
 
@@ -321,5 +321,28 @@ proptest! {
             }
         }
         prop_assert!(ended, "a decoder neither progressed nor stopped");
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(2000))]
+
+    /// Any `Content-Encoding` lines: a plan of known codings (identity dropped), or a 415.
+    #[test]
+    fn any_content_encoding_plans_or_is_unsupported(
+        lines in proptest::collection::vec(
+            "(gzip|x-gzip|GZIP|br|zstd|deflate|identity|compress|[ -~]{0,4})(, ?(gzip|br|identity|[ -~]{0,3})){0,3}",
+            0..3,
+        ),
+    ) {
+        let mut headers = http::HeaderMap::new();
+        for line in &lines {
+            headers.append(http::header::CONTENT_ENCODING, http::HeaderValue::from_str(line).unwrap());
+        }
+        match plan(&headers) {
+            Ok(Some(codings)) => prop_assert!(!codings.is_empty()),
+            Ok(None) => {}
+            Err(err) => prop_assert_eq!(err.kind(), ErrorKind::UnsupportedMediaType),
+        }
     }
 }

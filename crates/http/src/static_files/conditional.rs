@@ -343,3 +343,7 @@ mod tests {
         assert_eq!(v.etag, "\"11f8-0\"");
     }
 }
+
+#[cfg(test)]
+#[path = "conditional_proptest.rs"]
+mod proptests;
