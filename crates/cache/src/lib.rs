@@ -23,3 +23,6 @@ pub mod policy;
 pub mod storage;
 pub mod vary;
 pub mod zone;
+
+#[cfg(test)]
+mod proptest_config;

@@ -55,3 +55,6 @@ pub fn check(path: &Path) -> Result<(Config, Diagnostics), Diagnostics> {
 pub fn parse_str(source: &str, file: &Path) -> Result<Config, Diagnostics> {
     parse::parse(source, file).map(|(config, _warnings)| config)
 }
+
+#[cfg(test)]
+mod proptest;

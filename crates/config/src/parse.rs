@@ -2,6 +2,7 @@
 //! unknown keys, then validation. Each stage reports everything it can find; a stage that cannot
 //! go on (a syntax error, a value of the wrong type) ends the run with what was found so far.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use crate::diagnostic::Diagnostics;
@@ -21,7 +22,10 @@ pub(crate) fn parse(source: &str, file: &Path) -> Result<(Config, Diagnostics), 
         report_syntax(&mut reporter, &doc, syntax_errors);
         return Err(reporter.into_diagnostics(&doc, file));
     }
-    let raw = deserialize(source, &doc, &mut reporter);
+    let datetimes = report_datetimes(&mut reporter, &doc);
+    // A date-time is a value of the wrong type: like serde's type errors, it stops the run
+    // before validation, which would only add follow-on errors about the same value.
+    let raw = deserialize(source, &doc, &datetimes, &mut reporter).filter(|_| datetimes.is_empty());
     let config = raw.and_then(|raw| {
         let mut cx = Cx {
             r: &mut reporter,
@@ -63,18 +67,54 @@ fn report_syntax(reporter: &mut Reporter, doc: &Document<'_>, errors: Vec<toml::
     }
 }
 
+/// The key serde shows a TOML date-time's value under: the deserializer hands a date-time out
+/// as a table with this one key.
+const TOML_DATETIME_KEY: &str = "$__toml_private_datetime";
+
+/// TOML date-times (`at = 1979-05-27`, `timeout = 07:32:00`) are values of no key, and serde
+/// would call one "an unknown key `$__toml_private_datetime`" or "a map": say what it is, at its
+/// place. Returns their spans, so the serde pass does not report them again.
+fn report_datetimes(reporter: &mut Reporter, doc: &Document<'_>) -> Vec<Range<usize>> {
+    let datetimes = doc.datetimes();
+    for (path, span) in &datetimes {
+        reporter.error(
+            path,
+            Some(span.clone()),
+            "a TOML date-time is not a valid value here",
+            Some(r#"text values go in quotes, e.g. timeout = "30s""#.into()),
+        );
+    }
+    datetimes.into_iter().map(|(_, span)| span).collect()
+}
+
 /// Serde pass: unknown keys are reported (with the closest valid key) and skipped; a value of the
-/// wrong type stops it, and is reported at its place.
-fn deserialize(source: &str, doc: &Document<'_>, reporter: &mut Reporter) -> Option<RawConfig> {
+/// wrong type stops it, and is reported at its place (unless it is one of the already reported
+/// `datetimes`).
+fn deserialize(
+    source: &str,
+    doc: &Document<'_>,
+    datetimes: &[Range<usize>],
+    reporter: &mut Reporter,
+) -> Option<RawConfig> {
     let mut unknown = Vec::new();
     let result = toml::de::Deserializer::parse(source).and_then(|de| {
         serde_ignored::deserialize(de, |path| unknown.push(KeyPath::from_ignored(&path)))
     });
     for path in &unknown {
+        if matches!(path.split_last(), Some((Seg::Key(key), _)) if key == TOML_DATETIME_KEY) {
+            continue;
+        }
         report_unknown(reporter, path);
     }
     match result {
         Ok(raw) => Some(raw),
+        Err(error)
+            if error
+                .span()
+                .is_some_and(|s| datetimes.iter().any(|d| d.start == s.start)) =>
+        {
+            None
+        }
         Err(error) => {
             let path = error
                 .span()

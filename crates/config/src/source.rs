@@ -87,6 +87,36 @@ impl<'a> Document<'a> {
     }
 }
 
+impl Document<'_> {
+    /// Every TOML date-time value, with its key path and span. No key of the schema takes one,
+    /// and serde would show one as a table with a private key (see `parse.rs`).
+    pub(crate) fn datetimes(&self) -> Vec<(KeyPath, Range<usize>)> {
+        fn walk(
+            value: &Spanned<DeValue<'_>>,
+            path: &KeyPath,
+            out: &mut Vec<(KeyPath, Range<usize>)>,
+        ) {
+            match value.get_ref() {
+                DeValue::Datetime(_) => out.push((path.clone(), value.span())),
+                DeValue::Table(table) => {
+                    for (key, child) in table.iter() {
+                        walk(child, &path.key(key.get_ref()), out);
+                    }
+                }
+                DeValue::Array(array) => {
+                    for (index, child) in array.iter().enumerate() {
+                        walk(child, &path.index(index), out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &KeyPath::root(), &mut out);
+        out
+    }
+}
+
 /// Called with an entry's path, key span (none for array elements) and value span.
 type Visitor<'f> = dyn FnMut(&KeyPath, Option<Range<usize>>, Range<usize>) + 'f;
 
@@ -126,7 +156,11 @@ pub(crate) fn line_col(text: &str, span: &Range<usize>) -> LineCol {
     let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
     let line_text = text[line_start..line_end].trim_end_matches('\r');
-    let end = floor_char_boundary(text, span.end.clamp(start, line_end));
+    // The snippet leaves a line's `\r` out (of a CRLF, or a stray one that TOML rejects), so a
+    // span on or past it is shown at the end of the visible text, not at a column beyond it.
+    let visible_end = line_start + line_text.len();
+    let start = start.min(visible_end);
+    let end = floor_char_boundary(text, span.end.clamp(start, visible_end));
     LineCol {
         line: text[..line_start].matches('\n').count() + 1,
         column: text[line_start..start].chars().count() + 1,
@@ -187,6 +221,23 @@ mod tests {
         assert_eq!(doc.path_at(offset).to_string(), "listeners[1].tls.cert");
         let offset = DOC.find('2').unwrap();
         assert_eq!(doc.path_at(offset).to_string(), "server.workers");
+    }
+
+    /// Found by `proptest.rs`: a syntax error on a `\r` was placed one column past the end of
+    /// the line the snippet shows (`"\r"` alone: line 1, column 2 of an empty line).
+    #[test]
+    fn a_span_on_a_carriage_return_stays_inside_the_shown_line() {
+        let lc = line_col("\r", &(1..1));
+        assert_eq!(
+            (lc.line, lc.column, lc.text.as_str(), lc.width),
+            (1, 1, "", 1)
+        );
+        let text = "[.\"\r\nb = 1";
+        let lc = line_col(text, &(3..5));
+        assert_eq!(
+            (lc.line, lc.column, lc.text.as_str(), lc.width),
+            (1, 4, "[.\"", 1)
+        );
     }
 
     #[test]

@@ -341,3 +341,7 @@ pub fn list_tokens<'a>(
 #[cfg(test)]
 #[path = "compress_policy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "compress_policy_proptest.rs"]
+mod proptests;

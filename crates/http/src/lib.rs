@@ -17,3 +17,6 @@ pub mod decompress;
 pub mod encoding;
 pub mod headers;
 pub mod static_files;
+
+#[cfg(test)]
+mod proptest_config;

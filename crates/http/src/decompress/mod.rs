@@ -157,3 +157,6 @@ mod tests {
         assert_eq!(h.len(), 1);
     }
 }
+
+#[cfg(test)]
+mod proptest;

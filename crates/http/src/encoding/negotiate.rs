@@ -178,3 +178,7 @@ impl<'a> Iterator for Elements<'a> {
 #[cfg(test)]
 #[path = "negotiate_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "negotiate_proptest.rs"]
+mod proptests;

@@ -122,7 +122,10 @@ pub(crate) fn if_range_allows(headers: &HeaderMap, v: &Validators) -> bool {
     }
     let bytes = value.as_bytes();
     if bytes.starts_with(b"\"") || bytes.starts_with(b"W/") {
-        return bytes == v.etag.as_bytes();
+        // §13.1.5: "the condition is true if the entity-tag matches using strong comparison",
+        // and strong comparison (§8.8.3.2) needs both tags strong: a weak `If-Range` never
+        // matches, not even the same weak tag stored by the cache.
+        return bytes.starts_with(b"\"") && bytes == v.etag.as_bytes();
     }
     let date = value
         .to_str()
@@ -298,6 +301,25 @@ mod tests {
         assert!(!if_range_allows(&headers(&[("if-range", "nonsense")]), &v));
     }
 
+    /// Found by `range_proptest.rs`: a stored response with a weak tag (a compressed variant)
+    /// answered `If-Range: W/"x"` with a 206, though §13.1.5 compares strongly.
+    #[test]
+    fn if_range_with_the_same_weak_tag_sends_the_whole_representation() {
+        let weak = headers(&[("if-range", r#"W/"6553f100-a""#)]);
+        assert!(!if_range_allows_with(
+            &weak,
+            Some(r#"W/"6553f100-a""#),
+            None
+        ));
+        let strong = headers(&[("if-range", r#""6553f100-a""#)]);
+        assert!(!if_range_allows_with(
+            &strong,
+            Some(r#"W/"6553f100-a""#),
+            None
+        ));
+        assert!(if_range_allows_with(&strong, Some(r#""6553f100-a""#), None));
+    }
+
     #[test]
     fn etag_is_mtime_and_size_in_hex() {
         let mtime = UNIX_EPOCH + Duration::new(1_700_000_000, 999_000_000);
@@ -321,3 +343,7 @@ mod tests {
         assert_eq!(v.etag, "\"11f8-0\"");
     }
 }
+
+#[cfg(test)]
+#[path = "conditional_proptest.rs"]
+mod proptests;

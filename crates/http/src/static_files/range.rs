@@ -7,7 +7,9 @@
 //!
 //! Decisions:
 //! - one satisfiable range -> 206 with exactly those bytes (an end past the file is clamped);
-//! - a first position at or past the end, or any range of an empty file -> 416;
+//! - a first position at or past the end (also `bytes=0-` of an empty file) -> 416;
+//! - a suffix range of an empty file -> the whole (empty) file with 200: §14.1.1 calls it
+//!   satisfiable, so not 416, but no `Content-Range` can describe zero bytes;
 //! - a syntactically invalid header, another unit, or `last < first` -> the header is ignored
 //!   (§14.2 lets a server ignore `Range`; §14.1.1 calls `last < first` invalid, not
 //!   unsatisfiable). `bytes=-0` is among them: the parser rejects it, so it is ignored rather than
@@ -71,6 +73,12 @@ pub fn decide(value: Option<&str>, len: u64) -> RangeDecision {
         (StartPosition::Index(start), EndPosition::Index(end)) if end < start => {
             RangeDecision::Whole
         }
+        // §14.1.1: "If the selected representation has zero length, the only satisfiable form
+        // of range in a byte-range-spec is a suffix-range with a non-zero suffix-length": so
+        // not a 416, yet no `Content-Range` can name bytes of nothing. The whole (empty)
+        // representation with 200 is the answer (§14.2 lets a server ignore `Range`), as nginx
+        // gives.
+        (StartPosition::FromLast(_), _) if len == 0 => RangeDecision::Whole,
         _ if len == 0 => RangeDecision::Unsatisfiable,
         (StartPosition::Index(start), _) if start >= len => RangeDecision::Unsatisfiable,
         (StartPosition::Index(start), EndPosition::Index(end)) => RangeDecision::Partial {
@@ -118,7 +126,15 @@ mod tests {
         assert_eq!(d("bytes=100-", 100), Unsatisfiable);
         assert_eq!(d("bytes=100-200", 100), Unsatisfiable);
         assert_eq!(d("bytes=0-0", 0), Unsatisfiable);
-        assert_eq!(d("bytes=-5", 0), Unsatisfiable);
+    }
+
+    /// Found by `range_proptest.rs` checked against §14.1.1: a suffix range of an empty
+    /// representation is satisfiable, so it must not get 416.
+    #[test]
+    fn a_suffix_range_of_an_empty_file_is_the_whole_empty_file() {
+        assert_eq!(d("bytes=-5", 0), Whole);
+        assert_eq!(d("bytes=-1", 0), Whole);
+        assert_eq!(d("bytes=0-", 0), Unsatisfiable);
     }
 
     #[test]
@@ -139,3 +155,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "range_proptest.rs"]
+mod proptests;

@@ -165,3 +165,7 @@ mod tests {
         assert_eq!(&full.collect().await.unwrap().to_bytes()[..], b"234");
     }
 }
+
+#[cfg(test)]
+#[path = "range_proptest.rs"]
+mod proptests;

@@ -8,6 +8,7 @@ mod directives;
 mod evaluate;
 mod freshness;
 mod invalidate;
+mod proptest;
 mod storable;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
