@@ -24,6 +24,7 @@ mod routes;
 mod server;
 mod servers;
 mod tls;
+mod upgrade;
 mod upstream_settings;
 mod upstreams;
 mod values;

@@ -79,6 +79,7 @@ pub(super) fn proxy(
         .as_ref()
         .map(|r| decompress(cx, &path.key("decompress_requests"), r));
     let rewrite = super::rewrite::rewrite(cx, path, raw, targets.path);
+    let upgrade = super::upgrade::upgrade(cx, path, raw);
     let (upstream, inline) = target(cx, path, raw, targets)?;
     let proxy = Proxy {
         upstream,
@@ -87,6 +88,7 @@ pub(super) fn proxy(
         response_headers,
         decompress_requests,
         rewrite,
+        upgrade,
     };
     Some((Action::Proxy(proxy), inline))
 }
