@@ -59,6 +59,9 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
         .max_headers(limits.max_headers);
     base.http2()
         .timer(TokioTimer::new())
+        // WebSocket over HTTP/2 (RFC 8441): SETTINGS_ENABLE_CONNECT_PROTOCOL; the proxy decides
+        // per route which `:protocol`s pass (`proxy/upgrade.rs`).
+        .enable_connect_protocol()
         .max_concurrent_streams(limits.max_concurrent_streams)
         .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
     let plain = match (protocols.http1, protocols.http2) {
@@ -207,16 +210,25 @@ async fn serve_io<I>(
     // long the upstream takes (long polls); once the body streams, bytes move anyway.
     let waiting = Arc::new(AtomicU64::new(0));
     let waiting_in_service = waiting.clone();
-    let service = service_fn(move |req: hyper::Request<Incoming>| {
+    let link_shutdown = shutdown.clone();
+    let service = service_fn(move |mut req: hyper::Request<Incoming>| {
         let pipeline = pipeline.clone();
         let waiting = Waiting::start(&waiting_in_service);
+        if crate::tunnel::requested(&req) {
+            // What a tunnel must know of its connection (see `crate::tunnel`).
+            req.extensions_mut().insert(crate::tunnel::ConnLink {
+                shutdown: link_shutdown.clone(),
+                busy: waiting_in_service.clone(),
+            });
+        }
         async move {
             let response = pipeline.handle(client, req).await;
             drop(waiting);
             Ok::<_, Infallible>(response)
         }
     });
-    let conn = builder.serve_connection(TokioIo::new(io), service);
+    // With upgrades: an HTTP/1.1 connection can be handed over to a tunnel after a 101.
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
     // hyper bounds the wait for request headers (h1, idle keep-alive included); this watchdog
     // closes connections on which no byte moved for `idle_timeout` (mostly idle HTTP/2).

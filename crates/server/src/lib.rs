@@ -25,6 +25,7 @@ pub mod responses;
 pub mod router;
 pub mod server;
 pub mod tls;
+pub mod tunnel;
 pub mod upstreams;
 
 pub use server::{BoundListener, RunningServer, StartError, start};

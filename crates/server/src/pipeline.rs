@@ -89,7 +89,10 @@ impl Pipeline {
         if route.compression.is_some() {
             ctx.accept = AcceptEncoding::of(req.headers());
         }
-        if let (Some(cache), Handler::Proxy(proxy)) = (&route.cache, &route.handler) {
+        // An upgrade (WebSocket) is no cacheable exchange: it goes upstream as it came.
+        if let (Some(cache), Handler::Proxy(proxy), false) =
+            (&route.cache, &route.handler, crate::tunnel::requested(req))
+        {
             let forward = || crate::cache::forward_through(proxy.clone(), ctx.client);
             // Boxed: the cache's futures are large, and only cached routes should pay for them
             // in the size of every request's future.
