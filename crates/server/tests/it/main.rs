@@ -25,6 +25,7 @@ mod robustness;
 mod routes;
 mod static_files;
 mod tls;
+mod websocket;
 
 use std::path::Path;
 
