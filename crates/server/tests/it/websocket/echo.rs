@@ -50,7 +50,7 @@ fn message(seed: u64, i: u64) -> Message {
         1 => MIB,
         _ if heavy => rng.usize(..=MIB),
         _ => {
-            let bits = rng.u32(..=if i % 100 == 0 { 20 } else { 16 });
+            let bits = rng.u32(..=if i.is_multiple_of(100) { 20 } else { 16 });
             let high = 1usize << bits;
             rng.usize(high / 2..=high)
         }
