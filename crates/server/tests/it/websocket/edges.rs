@@ -219,3 +219,81 @@ async fn the_rate_limit_applies_to_upgrades() {
         Message::text("still open")
     );
 }
+
+/// Only proxy routes open tunnels: an extended CONNECT to a route that answers by itself gets
+/// 501, not the route's 200 (which would tell the client a tunnel is open).
+#[tokio::test]
+async fn an_extended_connect_to_a_route_that_is_no_proxy_gets_501() {
+    let server = sluice_testkit::start_toml(
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        respond = { status = 200, body = "hello" }
+        "#,
+    )
+    .await;
+    let addr = server.first_addr();
+    let mut send = h2_connection(addr).await;
+    let response = extended_connect(&mut send, addr, "/", "websocket", &[]).await;
+    assert_eq!(response.status(), StatusCode::NOT_IMPLEMENTED);
+}
+
+/// The access log line of a tunnel is written when it opens (101 over HTTP/1.1, 200 over
+/// HTTP/2), while it is still open.
+#[tokio::test]
+async fn the_access_log_line_is_written_when_the_tunnel_opens() {
+    let upstream = ws_upstream().await;
+    let temp = tempfile::tempdir().unwrap();
+    let server = sluice_testkit::start_toml_in(
+        temp.path(),
+        &format!(
+            r#"
+            [log]
+            access = "access.log"
+            format = "json"
+            [[listeners]]
+            address = "127.0.0.1:0"
+            [[routes]]
+            name = "ws"
+            proxy = {{ upstream = "backend" }}
+            [upstreams.backend]
+            servers = ["{}"]
+            "#,
+            upstream.addr
+        ),
+    )
+    .await;
+    let addr = server.first_addr();
+    let (mut h1, _) = h1_client(addr, "/h1", None).await.unwrap();
+    let (mut h2, _) = h2_client(addr, "/h2").await;
+    let lines = crate::lifecycle::wait_for_lines(&temp.path().join("access.log"), 2).await;
+    let entries: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let status = |uri: &str| {
+        entries
+            .iter()
+            .find(|e| e["uri"].as_str().is_some_and(|u| u.ends_with(uri)))
+            .unwrap_or_else(|| panic!("no {uri} in {lines}"))["status"]
+            .clone()
+    };
+    assert_eq!(status("/h1"), 101);
+    assert_eq!(status("/h2"), 200, "HTTP/2: the CONNECT, answered 200");
+    // Both tunnels still work after their lines were written.
+    roundtrip(&mut h1).await;
+    roundtrip(&mut h2).await;
+}
+
+/// One echo round trip.
+async fn roundtrip<S>(ws: &mut tokio_tungstenite::WebSocketStream<S>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    ws.send(Message::text("ping")).await.unwrap();
+    let echo = tokio::time::timeout(WAIT, ws.next()).await.unwrap();
+    assert_eq!(echo.unwrap().unwrap(), Message::text("ping"));
+}
