@@ -4,7 +4,7 @@
 //!
 //! The proxy (`proxy/upgrade.rs`) decides whether a request may switch and rewrites the
 //! exchange; this module runs what comes after: [`Tunnel::run`] waits for both upgraded
-//! connections and splices them ([`splice`]). A tunnel ends when both directions have ended
+//! connections and splices them (`splice.rs`). A tunnel ends when both directions have ended
 //! (each side's end of stream is passed on as the other's: a TCP half-close, or the end of the
 //! HTTP/2 stream), when no byte has moved either way for the route's `tunnel_idle_timeout`,
 //! when either side fails, or when the server shuts down: tunnels are long-lived by design
