@@ -227,7 +227,9 @@ async fn serve_io<I>(
             Ok::<_, Infallible>(response)
         }
     });
-    // With upgrades: an HTTP/1.1 connection can be handed over to a tunnel after a 101.
+    // With upgrades: an HTTP/1.1 connection can be handed over to a tunnel after a 101. That
+    // way of serving ignores `http1_only` / `http2_only`; the guard holds the connection to them.
+    let io = crate::preface::PrefaceGuard::new(io, crate::preface::Expect::of(builder));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
     // hyper bounds the wait for request headers (h1, idle keep-alive included); this watchdog

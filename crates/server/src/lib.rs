@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod observe;
 pub mod pipeline;
 pub mod precompress;
+pub mod preface;
 pub mod proxy;
 pub mod proxy_protocol;
 pub mod rate_limit;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use http::StatusCode;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::{
@@ -296,4 +297,74 @@ where
     ws.send(Message::text("ping")).await.unwrap();
     let echo = tokio::time::timeout(WAIT, ws.next()).await.unwrap();
     assert_eq!(echo.unwrap().unwrap(), Message::text("ping"));
+}
+
+/// Over TLS: WebSocket over HTTP/1.1 (ALPN `http/1.1`, `wss://` as browsers mostly do it) and
+/// over HTTP/2 (ALPN `h2`, extended CONNECT).
+#[tokio::test]
+async fn tunnels_work_over_tls_with_either_alpn() {
+    let upstream = ws_upstream().await;
+    let server = sluice_testkit::start_toml(&format!(
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        tls = "self-signed"
+        [[routes]]
+        proxy = {{ upstream = "backend" }}
+        [upstreams.backend]
+        servers = ["{}"]
+        "#,
+        upstream.addr
+    ))
+    .await;
+    let addr = server.first_addr();
+    let tls = |alpn: &[u8]| {
+        let mut config = sluice_testkit::insecure_tls_config();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+    };
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let stream = tls(b"http/1.1").connect(name.clone(), tcp).await.unwrap();
+    let (mut h1, response) = tokio_tungstenite::client_async("wss://localhost/tls-h1", stream)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    roundtrip(&mut h1).await;
+
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let stream = tls(b"h2").connect(name, tcp).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri("https://localhost/tls-h2")
+        .extension(hyper::ext::Protocol::from_static("websocket"))
+        .header("sec-websocket-version", "13")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let mut response = send.send_request(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let upgraded = hyper::upgrade::on(&mut response).await.unwrap();
+    let mut h2 = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        TokioIo::new(upgraded),
+        tokio_tungstenite::tungstenite::protocol::Role::Client,
+        None,
+    )
+    .await;
+    roundtrip(&mut h2).await;
+    let paths: Vec<String> = upstream
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, path, _)| path.clone())
+        .collect();
+    assert_eq!(paths, ["/tls-h1", "/tls-h2"]);
 }
