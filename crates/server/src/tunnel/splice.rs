@@ -98,7 +98,9 @@ struct Stamped<T> {
 
 impl<T> Stamped<T> {
     fn stamp(&self) {
-        let millis = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // Rounded up: the idle deadline is never earlier than a full timeout after the byte.
+        let millis = self.start.elapsed().as_nanos().div_ceil(1_000_000);
+        let millis = u64::try_from(millis).unwrap_or(u64::MAX);
         self.last.store(millis, Ordering::Relaxed);
     }
 }

@@ -23,17 +23,21 @@ async fn an_idle_tunnel_is_closed_at_its_timeout() {
     let addr = server.first_addr();
     let (mut h1, _) = h1_client(addr, "/echo", None).await.unwrap();
     let (mut h2, _) = h2_client(addr, "/echo").await;
+    // Each tunnel's last byte moves after its message was sent: it cannot close before then
+    // plus the timeout.
+    let h1_sent = Instant::now();
     h1.send(Message::text("one")).await.unwrap();
-    h2.send(Message::text("two")).await.unwrap();
     assert_eq!(h1.next().await.unwrap().unwrap(), Message::text("one"));
+    let h2_sent = Instant::now();
+    h2.send(Message::text("two")).await.unwrap();
     assert_eq!(h2.next().await.unwrap().unwrap(), Message::text("two"));
-    let last_byte = Instant::now();
     // The proxy drops both sides without a close frame: the stream ends or errs.
     let h1_end = tokio::time::timeout(WAIT, h1.next()).await.unwrap();
     assert!(!matches!(h1_end, Some(Ok(_))), "{h1_end:?}");
+    assert!(h1_sent.elapsed() >= idle, "not closed before its timeout");
     let h2_end = tokio::time::timeout(WAIT, h2.next()).await.unwrap();
     assert!(!matches!(h2_end, Some(Ok(_))), "{h2_end:?}");
-    assert!(last_byte.elapsed() >= idle, "not closed before its timeout");
+    assert!(h2_sent.elapsed() >= idle, "not closed before its timeout");
     wait_for_metric(
         &server,
         "sluice_tunnels_total{route=\"ws\",end=\"idle_timeout\"}",
