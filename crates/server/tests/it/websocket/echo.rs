@@ -197,8 +197,10 @@ async fn ten_thousand_messages_over_http1_then_the_client_closes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_messages_over_http2_extended_connect_then_the_client_closes() {
     let upstream = ws_upstream().await;
-    let server = proxy_to(upstream.addr, "", "").await;
+    // Compression must leave the 200 to the CONNECT alone (RFC 9110 §9.3.6: a tunnel).
+    let server = proxy_to(upstream.addr, "", "compress = {}").await;
     let (ws, parts) = h2_client(server.first_addr(), "/echo").await;
+    assert!(parts.headers.get("content-encoding").is_none());
     assert!(
         parts.headers.get("sec-websocket-accept").is_none(),
         "RFC 8441 §5"
