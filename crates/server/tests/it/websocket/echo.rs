@@ -118,6 +118,7 @@ where
         answered,
         "seed {seed}: the upstream's close frame came through"
     );
+    eprintln!("seed {seed}: {MESSAGES} messages, {bytes} bytes each way");
     bytes
 }
 
