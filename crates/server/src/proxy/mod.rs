@@ -37,7 +37,7 @@ use sluice_upstream::health::active::address_label;
 use sluice_upstream::{Group, InFlight, PickContext};
 
 use body::{CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
-use upgrade::{Prepared, Switch};
+use upgrade::Prepared;
 
 use crate::client::Client;
 use crate::metrics::{
@@ -469,39 +469,6 @@ impl ProxyHandler {
             Some(guard),
         );
         Response::from_parts(parts, Body::stream(body))
-    }
-}
-
-impl ProxyHandler {
-    /// The upstream switched protocols: answer the client (101, or 200 to HTTP/2) and splice
-    /// the two connections in a tunnel of their own once hyper hands them over. The upstream
-    /// connection leaves hyper's pool for good: an upgraded connection is never reused.
-    fn switch(
-        &self,
-        switch: Switch,
-        response: Response<Incoming>,
-        guard: InFlight,
-    ) -> Result<Response<Body>, Error> {
-        let protocol = switch.protocol().to_owned();
-        let (mut parts, upstream) = upgrade::switched(&switch, response)?;
-        headers::add_via(&mut parts.headers, parts.version);
-        headers::apply_edits(&mut parts.headers, &self.route.response_headers);
-        let (route, metrics) = match &self.tunnels {
-            Some((route, metrics)) => (route.clone(), Some(metrics.clone())),
-            None => (String::new(), None),
-        };
-        crate::tunnel::Tunnel {
-            downstream: switch.downstream,
-            upstream,
-            idle_timeout: self.route.upgrade.idle_timeout,
-            metrics,
-            link: switch.link,
-            route,
-            protocol,
-            hold: Box::new(guard),
-        }
-        .spawn();
-        Ok(Response::from_parts(parts, Body::Empty))
     }
 }
 

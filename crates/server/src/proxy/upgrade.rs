@@ -31,6 +31,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use sluice_config::UpgradeProtocols;
 use sluice_core::{Body, Error, ErrorKind, Side};
+use sluice_upstream::InFlight;
 
 /// RFC 6455 §1.3: appended to the key before hashing.
 const WEBSOCKET_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -113,12 +114,12 @@ pub(super) fn prepare(
         .map(str::trim)
         .filter(|m| allowed.allows(m))
         .collect();
-    let Ok(offered) = HeaderValue::from_str(&members.join(", ")) else {
-        return Prepared::Ordinary;
-    };
     if members.is_empty() {
         return Prepared::Ordinary;
     }
+    let Ok(offered) = HeaderValue::from_str(&members.join(", ")) else {
+        return Prepared::Ordinary;
+    };
     match parts.extensions.remove::<OnUpgrade>() {
         Some(downstream) => Prepared::Switch(Switch {
             downstream,
@@ -182,6 +183,39 @@ fn prepare_connect(
             key,
         },
     })
+}
+
+impl super::ProxyHandler {
+    /// The upstream switched protocols: answer the client (101, or 200 to HTTP/2) and splice
+    /// the two connections in a tunnel of their own once hyper hands them over. The upstream
+    /// connection leaves hyper's pool for good: an upgraded connection is never reused.
+    pub(super) fn switch(
+        &self,
+        switch: Switch,
+        response: Response<Incoming>,
+        guard: InFlight,
+    ) -> Result<Response<Body>, Error> {
+        let protocol = switch.protocol().to_owned();
+        let (mut parts, upstream) = switched(&switch, response)?;
+        sluice_http::headers::add_via(&mut parts.headers, parts.version);
+        sluice_http::headers::apply_edits(&mut parts.headers, &self.route.response_headers);
+        let (route, metrics) = match &self.tunnels {
+            Some((route, metrics)) => (route.clone(), Some(metrics.clone())),
+            None => (String::new(), None),
+        };
+        crate::tunnel::Tunnel {
+            downstream: switch.downstream,
+            upstream,
+            idle_timeout: self.route.upgrade.idle_timeout,
+            metrics,
+            link: switch.link,
+            route,
+            protocol,
+            hold: Box::new(guard),
+        }
+        .spawn();
+        Ok(Response::from_parts(parts, Body::Empty))
+    }
 }
 
 /// Put the upgrade back on the request going upstream, after hop-by-hop removal.
