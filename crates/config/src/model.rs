@@ -429,6 +429,9 @@ pub struct Proxy {
     pub rewrite: Option<PathRewrite>,
     /// Which path goes upstream: the client's, byte for byte (the default), or its normal form.
     pub forward_path: ForwardPath,
+    /// Which HTTP Upgrade protocols (WebSocket by default) are forwarded, and how long their
+    /// tunnels may sit idle.
+    pub upgrade: Upgrade,
 }
 
 /// `forward_path` of a proxy: the path the upstream receives. Routing always uses the normal
@@ -441,6 +444,64 @@ pub enum ForwardPath {
     /// `"normalized"`: the normal form the route matched (`/%61dmin/../x` goes as `/x`), for
     /// upstreams that must see exactly what sluice routed on.
     Normalized,
+}
+
+/// `upgrade` and `tunnel_idle_timeout` of a proxy: the protocols a client may switch to through
+/// this route (RFC 9110 §7.8; WebSocket over HTTP/2 too, RFC 8441), and the tunnel's idle limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upgrade {
+    pub protocols: UpgradeProtocols,
+    /// A tunnel with no byte in either direction for this long is closed. Default 10 minutes:
+    /// longer than any request timeout, as WebSocket applications ping every minute or so.
+    pub idle_timeout: Duration,
+}
+
+impl Upgrade {
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+}
+
+impl Default for Upgrade {
+    fn default() -> Self {
+        Self {
+            protocols: UpgradeProtocols::default(),
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+/// Which protocols an `Upgrade` request may switch to. `h2c` is never among them: it upgrades
+/// one connection to HTTP/2, which is hop-by-hop (RFC 9113 §3.1 even deprecates it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpgradeProtocols {
+    /// `upgrade = false`: `Upgrade` is dropped like any hop-by-hop field.
+    None,
+    /// `upgrade = true`: any protocol but `h2c`.
+    Any,
+    /// `upgrade = ["websocket", ...]`: these protocol names (lowercase; matched without case and
+    /// without a `/version`). The default is `["websocket"]`.
+    Only(Vec<String>),
+}
+
+impl Default for UpgradeProtocols {
+    fn default() -> Self {
+        Self::Only(vec!["websocket".to_owned()])
+    }
+}
+
+impl UpgradeProtocols {
+    /// Whether a client may switch to `protocol` (one member of `Upgrade`, maybe with a
+    /// `/version`, or an HTTP/2 `:protocol`) through this route.
+    pub fn allows(&self, protocol: &str) -> bool {
+        let name = protocol.split('/').next().unwrap_or_default().trim();
+        if name.is_empty() || name.eq_ignore_ascii_case("h2c") || name.eq_ignore_ascii_case("h2") {
+            return false;
+        }
+        match self {
+            Self::None => false,
+            Self::Any => true,
+            Self::Only(names) => names.iter().any(|n| n.eq_ignore_ascii_case(name)),
+        }
+    }
 }
 
 /// `strip_prefix` / `replace_prefix` of a proxy: the path the upstream sees. Only the forwarded
@@ -489,6 +550,7 @@ impl Proxy {
             decompress_requests: None,
             rewrite: None,
             forward_path: ForwardPath::AsReceived,
+            upgrade: Upgrade::default(),
         }
     }
 }

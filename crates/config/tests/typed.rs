@@ -1,7 +1,8 @@
 //! The happy path: valid files map to the expected typed values, defaults included, and relative
 //! paths resolve against the config file's directory. Proxies, upstream groups and the admin
 //! listener are in `typed/proxy.rs`, compression in `typed/compress.rs`, the response cache in
-//! `typed/cache.rs`, rate limits in `typed/rate_limit.rs`.
+//! `typed/cache.rs`, rate limits in `typed/rate_limit.rs`, a proxy's
+//! upgrades (WebSocket) in `typed/upgrade.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -21,6 +22,8 @@ mod paths;
 mod proxy;
 #[path = "typed/rate_limit.rs"]
 mod rate_limit;
+#[path = "typed/upgrade.rs"]
+mod upgrade;
 
 const FULL: &str = r#"
 [server]

@@ -99,6 +99,9 @@ fn builders(limits: &ListenerLimits) -> Builders {
         .max_headers(limits.max_headers);
     base.http2()
         .timer(TokioTimer::new())
+        // WebSocket over HTTP/2 (RFC 8441): SETTINGS_ENABLE_CONNECT_PROTOCOL; the proxy decides
+        // per route which `:protocol`s pass (`proxy/upgrade.rs`).
+        .enable_connect_protocol()
         .max_concurrent_streams(limits.max_concurrent_streams)
         // Rapid reset (CVE-2023-44487): a client that opens and cancels streams faster than
         // they are served gets GOAWAY ENHANCE_YOUR_CALM after this many; and a connection whose
@@ -279,18 +282,29 @@ async fn serve_io<I>(
     // long the upstream takes (long polls); once the body streams, bytes move anyway.
     let waiting = Arc::new(AtomicU64::new(0));
     let waiting_in_service = waiting.clone();
-    let service = service_fn(move |req: hyper::Request<Incoming>| {
+    let link_shutdown = shutdown.clone();
+    let service = service_fn(move |mut req: hyper::Request<Incoming>| {
         // Loaded per request and held to its end: a reload reaches the next request on this
         // connection, never one already running.
         let pipeline = shared.load().pipeline.clone();
         let waiting = Waiting::start(&waiting_in_service);
+        if crate::tunnel::requested(&req) {
+            // What a tunnel must know of its connection (see `crate::tunnel`).
+            req.extensions_mut().insert(crate::tunnel::ConnLink {
+                shutdown: link_shutdown.clone(),
+                busy: waiting_in_service.clone(),
+            });
+        }
         async move {
             let response = pipeline.handle(client, req).await;
             drop(waiting);
             Ok::<_, Infallible>(response)
         }
     });
-    let conn = builder.serve_connection(TokioIo::new(io), service);
+    // With upgrades: an HTTP/1.1 connection can be handed over to a tunnel after a 101. That
+    // way of serving ignores `http1_only` / `http2_only`; the guard holds the connection to them.
+    let io = crate::preface::PrefaceGuard::new(io, crate::preface::Expect::of(builder));
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
     // hyper bounds the wait for request headers (h1, idle keep-alive included); this watchdog
     // closes connections on which no byte moved for `idle_timeout` (mostly idle HTTP/2).

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod observe;
 pub mod pipeline;
 pub mod precompress;
+pub mod preface;
 pub mod proxy;
 pub mod proxy_protocol;
 pub mod rate_limit;
@@ -28,6 +29,7 @@ pub mod router;
 pub mod server;
 pub mod target;
 pub mod tls;
+pub mod tunnel;
 pub mod unread_body;
 pub mod upstreams;
 

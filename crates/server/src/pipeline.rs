@@ -116,10 +116,26 @@ impl Pipeline {
         {
             return Next::Answered(rate_limited(wait));
         }
+        // An HTTP/2 extended CONNECT (RFC 8441) asks for a tunnel, which only a proxy route can
+        // open; any other action would answer a CONNECT with a page, and a 2xx would even tell
+        // the client a tunnel is open (RFC 9110 §9.3.6).
+        if req.method() == http::Method::CONNECT
+            && !matches!(route.handler, Handler::Proxy(_))
+            && crate::tunnel::requested(req)
+        {
+            let why = "this route does not open tunnels";
+            return Next::Answered(responses::error_page(
+                StatusCode::NOT_IMPLEMENTED,
+                Some(why),
+            ));
+        }
         if route.compression.is_some() {
             ctx.accept = AcceptEncoding::of(req.headers());
         }
-        if let (Some(cache), Handler::Proxy(proxy)) = (&route.cache, &route.handler) {
+        // An upgrade (WebSocket) is no cacheable exchange: it goes upstream as it came.
+        if let (Some(cache), Handler::Proxy(proxy), false) =
+            (&route.cache, &route.handler, crate::tunnel::requested(req))
+        {
             let forward = || crate::cache::forward_through(proxy.clone(), ctx.client);
             // Boxed: the cache's futures are large, and only cached routes should pay for them
             // in the size of every request's future.

@@ -65,11 +65,10 @@ impl CompiledRoute {
                 let decompress_metrics = proxy
                     .decompress_requests
                     .map(|_| metrics.decompress(&route.name));
-                Handler::Proxy(Arc::new(crate::proxy::ProxyHandler::new(
-                    proxy.clone(),
-                    upstream,
-                    decompress_metrics,
-                )))
+                Handler::Proxy(Arc::new(
+                    crate::proxy::ProxyHandler::new(proxy.clone(), upstream, decompress_metrics)
+                        .with_tunnels(&route.name, metrics.tunnels(&route.name)),
+                ))
             }
         };
         let compression = route.compress.as_ref().map(|c| {

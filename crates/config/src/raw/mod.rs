@@ -209,6 +209,8 @@ pub(crate) struct RawProxy {
     pub strip_prefix: Option<Spanned<String>>,
     pub replace_prefix: Option<Spanned<String>>,
     pub forward_path: Option<Spanned<String>>,
+    pub upgrade: Option<Spanned<BoolOrList>>,
+    pub tunnel_idle_timeout: Option<Spanned<Scalar>>,
 }
 
 /// `decompress_requests = { max_size = "10MiB", max_ratio = 100 }` of a proxy.

@@ -25,6 +25,7 @@ mod server;
 mod servers;
 mod tls;
 mod trusted;
+mod upgrade;
 mod upstream_settings;
 mod upstream_tls;
 mod upstreams;

@@ -84,6 +84,7 @@ pub(super) fn proxy(
         Some(value) => forward_path(cx, &path.key("forward_path"), value)?,
         None => ForwardPath::AsReceived,
     };
+    let upgrade = super::upgrade::upgrade(cx, path, raw);
     let (upstream, inline) = target(cx, path, raw, targets)?;
     let proxy = Proxy {
         upstream,
@@ -93,6 +94,7 @@ pub(super) fn proxy(
         decompress_requests,
         rewrite,
         forward_path,
+        upgrade,
     };
     Some((Action::Proxy(proxy), inline))
 }

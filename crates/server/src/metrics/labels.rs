@@ -64,3 +64,9 @@ pub(super) struct RouteAlgorithmLabels {
     pub(super) route: String,
     pub(super) algorithm: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RouteEndLabels {
+    pub(super) route: String,
+    pub(super) end: &'static str,
+}

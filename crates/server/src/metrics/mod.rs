@@ -17,6 +17,7 @@ mod histogram;
 mod labels;
 #[cfg(test)]
 mod tests;
+mod tunnel;
 mod watch;
 
 use std::sync::Arc;
@@ -38,9 +39,10 @@ pub use handles::{
 pub use histogram::{DurationHistogram, bucket_bounds_seconds};
 use labels::{
     AlgorithmLabels, BuildLabels, ListenerLabels, RouteAlgorithmLabels, RouteCodeLabels,
-    RouteDecisionLabels, RouteLabels, RouteOutcomeLabels, ServerLabels, ServerOutcomeLabels,
-    UpstreamLabels,
+    RouteDecisionLabels, RouteEndLabels, RouteLabels, RouteOutcomeLabels, ServerLabels,
+    ServerOutcomeLabels, UpstreamLabels,
 };
+pub use tunnel::{OpenTunnel, TunnelEnd, TunnelMetrics};
 pub use watch::ServerState;
 use watch::Watches;
 
@@ -74,9 +76,11 @@ pub const DECOMPRESS_REQUESTS_TOTAL: &str = "sluice_decompress_requests_total";
 pub const DECOMPRESS_BYTES_IN_TOTAL: &str = "sluice_decompress_bytes_in_total";
 pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total";
 pub const RATE_LIMITED_TOTAL: &str = "sluice_rate_limited_total";
+pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
+pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 26] = [
+pub const ALL_NAMES: [&str; 28] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -103,6 +107,8 @@ pub const ALL_NAMES: [&str; 26] = [
     DECOMPRESS_BYTES_IN_TOTAL,
     DECOMPRESS_BYTES_OUT_TOTAL,
     RATE_LIMITED_TOTAL,
+    TUNNELS_OPEN,
+    TUNNELS_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -143,6 +149,8 @@ pub struct Metrics {
     decompress_bytes_in: Family<RouteLabels, Counter>,
     decompress_bytes_out: Family<RouteLabels, Counter>,
     rate_limited: Family<RouteLabels, Counter>,
+    tunnels_open: Family<RouteLabels, Gauge>,
+    tunnels: Family<RouteEndLabels, Counter>,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Cache zones read at scrape time (see [`cache`]).
@@ -269,6 +277,16 @@ impl Metrics {
             RATE_LIMITED_TOTAL,
             "Requests refused with 429 by a route's rate limit",
         );
+        let tunnels_open = register(
+            r,
+            TUNNELS_OPEN,
+            "Upgraded connections (WebSocket and other Upgrade protocols) open now, by route",
+        );
+        let tunnels = register(
+            r,
+            TUNNELS_TOTAL,
+            "Upgraded connections that ended, by route and how they ended",
+        );
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -309,6 +327,8 @@ impl Metrics {
             decompress_bytes_in,
             decompress_bytes_out,
             rate_limited,
+            tunnels_open,
+            tunnels,
             watches: Watches::default(),
             caches,
             last_render_len: AtomicUsize::new(4096),
@@ -378,6 +398,21 @@ impl Metrics {
         self.rate_limited.get_or_create_owned(&RouteLabels {
             route: route.to_owned(),
         })
+    }
+
+    /// Handles for a proxy route's tunnels (upgraded connections). Every `end` exists from the
+    /// start.
+    pub fn tunnels(&self, route: &str) -> TunnelMetrics {
+        let open = self.tunnels_open.get_or_create_owned(&RouteLabels {
+            route: route.to_owned(),
+        });
+        let ended = TunnelEnd::ALL.map(|end| {
+            self.tunnels.get_or_create_owned(&RouteEndLabels {
+                route: route.to_owned(),
+                end: end.as_str(),
+            })
+        });
+        TunnelMetrics { open, ended }
     }
 
     /// Handles for a route with `decompress_requests`. Every outcome exists from the start.

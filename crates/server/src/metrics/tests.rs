@@ -64,6 +64,9 @@ fn exercised() -> Arc<Metrics> {
     decompress.outcome(super::DecompressOutcome::Decoded);
     decompress.bytes(100, 1000);
     m.rate_limited("api").inc();
+    let tunnels = m.tunnels("api");
+    let _open = tunnels.opened();
+    tunnels.opened().end(super::TunnelEnd::IdleTimeout);
     let listener = m.listener("main");
     listener.connection_opened();
     listener.tls_handshake_failed();
@@ -88,6 +91,31 @@ fn rate_limited_requests_are_counted_by_route() {
     let text = exercised().render();
     let api = [("route", "api")];
     assert_eq!(sample(&text, RATE_LIMITED_TOTAL, &api), Some(1.0));
+}
+
+#[test]
+fn tunnels_are_counted_open_and_by_end() {
+    let m = Metrics::new();
+    let tunnels = m.tunnels("ws");
+    let first = tunnels.opened();
+    let mut second = tunnels.opened();
+    second.end(super::TunnelEnd::IdleTimeout);
+    let text = m.render();
+    let ws = [("route", "ws")];
+    assert_eq!(sample(&text, TUNNELS_OPEN, &ws), Some(2.0));
+    drop(second);
+    drop(first);
+    let text = m.render();
+    assert_eq!(sample(&text, TUNNELS_OPEN, &ws), Some(0.0));
+    let ended = |end| sample(&text, TUNNELS_TOTAL, &[("route", "ws"), ("end", end)]);
+    assert_eq!(ended("idle_timeout"), Some(1.0));
+    assert_eq!(
+        ended("error"),
+        Some(1.0),
+        "dropped without an end: an error"
+    );
+    assert_eq!(ended("closed"), Some(0.0));
+    assert_eq!(ended("shutdown"), Some(0.0));
 }
 
 #[test]

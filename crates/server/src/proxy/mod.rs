@@ -8,6 +8,9 @@
 //! `retry.tries` and `retry.budget`; a timeout is not retried (504), and nothing is retried once a
 //! response has started.
 //!
+//! Upgrades (WebSocket and other protocols, HTTP/2 extended CONNECT included) are forwarded as
+//! `upgrade.rs` says; once the upstream switches, the exchange becomes a tunnel (`crate::tunnel`).
+//!
 //! Timeouts: `response_header` runs from the end of the request body to the response head, so a
 //! slow upload is not mistaken for a silent upstream; while the body is on its way, `idle`
 //! bounds every pause: the client's (408) and the upstream's, when it stops reading (504).
@@ -16,6 +19,7 @@ mod body;
 mod rewrite;
 #[cfg(test)]
 mod tests;
+mod upgrade;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -37,10 +41,12 @@ use sluice_upstream::{Group, InFlight, PickContext};
 use body::{
     BodyErrorReport, CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress,
 };
+use upgrade::Prepared;
 
 use crate::client::Client;
 use crate::metrics::{
-    DecompressMetrics, DecompressOutcome, UpstreamMetrics, UpstreamOutcome, UpstreamServerMetrics,
+    DecompressMetrics, DecompressOutcome, TunnelMetrics, UpstreamMetrics, UpstreamOutcome,
+    UpstreamServerMetrics,
 };
 use crate::upstreams::RunningUpstream;
 
@@ -66,6 +72,8 @@ pub struct ProxyHandler {
     peer_hosts: Vec<Option<HeaderValue>>,
     /// The route's request-decoding metrics, when it has `decompress_requests`.
     decompress_metrics: Option<DecompressMetrics>,
+    /// The route's name and tunnel metrics (see [`Self::with_tunnels`]).
+    tunnels: Option<(String, TunnelMetrics)>,
 }
 
 impl ProxyHandler {
@@ -97,7 +105,14 @@ impl ProxyHandler {
             servers: upstream.server_metrics.clone(),
             peer_hosts,
             decompress_metrics,
+            tunnels: None,
         }
+    }
+
+    /// Name the route (for tunnel log lines) and count its tunnels in `metrics`.
+    pub fn with_tunnels(mut self, route: &str, metrics: TunnelMetrics) -> Self {
+        self.tunnels = Some((route.to_owned(), metrics));
+        self
     }
 
     /// Forward `req`, noting in `timing` how long the upstream took; errors are for the pipeline
@@ -110,6 +125,15 @@ impl ProxyHandler {
     ) -> Result<Response<Body>, Error> {
         let started = Instant::now();
         let (mut parts, mut body) = req.into_parts();
+        let mut switch = match upgrade::prepare(
+            &mut parts,
+            &self.route.upgrade.protocols,
+            !self.upstream.http2,
+        ) {
+            Prepared::Ordinary => None,
+            Prepared::Switch(switch) => Some(switch),
+            Prepared::Refused(response) => return Ok(response),
+        };
         if matches!(body, Body::Stream(_)) && body.size_hint().exact().is_none() {
             body = self.settle_empty(&parts.method, body).await?;
         }
@@ -145,6 +169,9 @@ impl ProxyHandler {
         };
         headers::add_forwarded(&mut parts.headers, hop);
         headers::apply_edits(&mut parts.headers, &self.route.request_headers);
+        if let Some(switch) = &switch {
+            upgrade::forward_headers(switch, &mut parts.headers);
+        }
         parts.version = http::Version::HTTP_11;
 
         // A streamed body goes into a slot that the first attempt to poll it empties: if an
@@ -235,6 +262,19 @@ impl ProxyHandler {
                     if let Some(m) = server_metrics {
                         m.response_time(took);
                         m.request(UpstreamOutcome::for_status(response.status()));
+                    }
+                    if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                        return match switch.take() {
+                            Some(switch) => self.switch(switch, response, guard),
+                            None => Err(Error::new(
+                                ErrorKind::BadGateway,
+                                Side::Upstream,
+                                "the upstream switched protocols, which the request did not ask for",
+                            )),
+                        };
+                    }
+                    if let Some(switch) = &switch {
+                        upgrade::check_refusal(switch, response.status())?;
                     }
                     return Ok(self.response(response, guard, peer.index()));
                 }

@@ -79,3 +79,29 @@ async fn curl_http2_prior_knowledge_on_cleartext() {
     .await;
     assert_eq!(out, "2");
 }
+
+/// Connections are served with upgrades on (WebSocket), which in hyper-util means sniffing the
+/// protocol whatever the port allows; each port still speaks only its own (`crate::preface`).
+#[tokio::test]
+async fn an_http2_only_port_refuses_http1() {
+    let server = start_toml(
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        protocols = ["h2"]
+        [[routes]]
+        respond = { status = 200, body = "hello\n" }
+        "#,
+    )
+    .await;
+    let url = format!("http://{}/", server.first_addr());
+    assert!(
+        client(Offer::Http1).get(&url).send().await.is_err(),
+        "HTTP/1.1 must not be spoken on an h2-only listener"
+    );
+    let ok = client(Offer::Http2).get(&url).send().await.unwrap();
+    assert_eq!(ok.version(), http::Version::HTTP_2);
+    assert_eq!(ok.text().await.unwrap(), "hello\n");
+}

@@ -32,6 +32,7 @@ mod static_files;
 mod tls;
 mod upstream_faults;
 mod upstream_tls;
+mod websocket;
 
 use std::path::Path;
 
