@@ -18,6 +18,9 @@ pub(crate) struct RawUpstream {
     pub timeouts: Option<RawUpstreamTimeouts>,
     pub retry: Option<RawRetry>,
     pub health_check: Option<RawHealthCheck>,
+    pub max_conns: Option<Spanned<Scalar>>,
+    pub queue_size: Option<Spanned<Scalar>>,
+    pub queue_timeout: Option<Spanned<Scalar>>,
 }
 
 /// The table form of an upstream server: `{ address = "...", weight = 3 }`.

@@ -44,10 +44,18 @@ pub(super) fn server(cx: &mut Cx<'_>, raw: Option<RawServer>) -> ServerSettings 
             }
         },
     };
+    let max_connections = cx.count(
+        &path.key("max_connections"),
+        raw.max_connections.as_ref(),
+        defaults.max_connections as u64,
+        (1, 10_000_000),
+        None,
+    );
     ServerSettings {
         workers,
         shutdown_timeout,
         server_header,
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
     }
 }
 
@@ -76,10 +84,19 @@ pub(super) fn log(cx: &mut Cx<'_>, raw: Option<RawLog>) -> LogSettings {
             defaults.format
         }
     };
+    // A line is a few hundred bytes: the default queue holds a few MiB at most.
+    let access_queue = cx.count(
+        &path.key("access_queue"),
+        raw.access_queue.as_ref(),
+        defaults.access_queue as u64,
+        (1, 1 << 24),
+        None,
+    );
     LogSettings {
         level,
         access,
         format,
+        access_queue: usize::try_from(access_queue).unwrap_or(usize::MAX),
     }
 }
 

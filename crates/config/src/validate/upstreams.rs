@@ -25,6 +25,7 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
         }
         let servers = super::servers::servers(cx, &path, &name, upstream.servers.as_deref());
         let policy = policy(cx, &path, &upstream);
+        let max_conns = settings::max_conns(cx, &path, &upstream);
         let keepalive = settings::keepalive(cx, &path.key("keepalive"), upstream.keepalive);
         let timeouts = settings::timeouts(cx, &path.key("timeouts"), upstream.timeouts);
         let retry = settings::retry(cx, &path.key("retry"), upstream.retry);
@@ -41,6 +42,7 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
                 retry,
                 health_check,
                 http2: upstream.http2.unwrap_or(defaults.http2),
+                max_conns,
             });
         }
     }
