@@ -6,10 +6,7 @@
 //! to finish its in-flight requests and close, then waits for the guards to drop.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -17,12 +14,14 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use sluice_config::{ListenerLimits, Protocols};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::client::Client;
+use crate::idle::{ClientIo, ConnState};
+use crate::limits::ConnectionSlots;
 use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
 use crate::proxy_protocol::{self, Prefixed};
@@ -38,6 +37,8 @@ pub struct ListenerTask {
     pub proxy_protocol: bool,
     pub metrics: ListenerMetrics,
     pub pipeline: Arc<Pipeline>,
+    /// `max_connections` of the listener and of the server: a permit per open connection.
+    pub slots: ConnectionSlots,
 }
 
 /// hyper builders for one listener: the cleartext one (h1, h2c or both by sniffing) and the
@@ -53,13 +54,17 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
     base.http1()
         .timer(TokioTimer::new())
         .keep_alive(true)
-        .header_read_timeout(limits.header_read_timeout)
+        // Off: hyper's timer also runs while a keep-alive connection is idle; `idle.rs` times
+        // request heads from their first byte instead.
+        .header_read_timeout(None)
         // hyper refuses a header block larger than its read buffer with 431; its minimum is 8 KiB.
         .max_buf_size(limits.max_header_size.max(8192))
         .max_headers(limits.max_headers);
     base.http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.max_concurrent_streams)
+        .keep_alive_interval(limits.h2_keep_alive_interval)
+        .keep_alive_timeout(limits.h2_keep_alive_timeout)
         .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
     let plain = match (protocols.http1, protocols.http2) {
         (true, false) => base.clone().http1_only(),
@@ -84,6 +89,12 @@ pub async fn accept_loop(
     let task = Arc::new(task);
     let mut backoff = Duration::from_millis(5);
     loop {
+        // At `max_connections` this waits, and the kernel's backlog holds new connections.
+        let permit = tokio::select! {
+            permit = task.slots.acquire(&task.metrics) => permit,
+            _ = shutdown.changed() => break,
+        };
+        let Some(permit) = permit else { break };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => break,
@@ -123,6 +134,7 @@ pub async fn accept_loop(
             )
             .await;
             drop(open);
+            drop(permit);
             drop(guard);
         });
     }
@@ -162,15 +174,14 @@ async fn serve_stream(
     } else {
         Prefixed::plain(stream)
     };
-    let activity = Arc::new(AtomicU64::new(0));
-    let io = ActivityIo {
-        inner: stream,
-        activity: activity.clone(),
-    };
+    let state = Arc::new(ConnState::default());
     let Some(acceptor) = &task.tls else {
-        return serve_io(&builders.plain, io, task, client, shutdown, activity).await;
+        let io = ClientIo::new(stream, state.clone(), Some(task.limits.header_read_timeout));
+        return serve_io(&builders.plain, io, task, client, shutdown, state).await;
     };
-    let tls =
+    // The header timer starts once the handshake is over (it has its own timeout).
+    let io = ClientIo::new(stream, state.clone(), None);
+    let mut tls =
         match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(err)) => {
@@ -189,7 +200,14 @@ async fn serve_stream(
         None if task.protocols.http1 => &builders.h1,
         None => &builders.h2,
     };
-    serve_io(builder, tls, task, client, shutdown, activity).await;
+    if std::ptr::eq(builder, &builders.h2) {
+        state.set_h2();
+    } else {
+        tls.get_mut()
+            .0
+            .start_header_timer(task.limits.header_read_timeout);
+    }
+    serve_io(builder, tls, task, client, shutdown, state).await;
 }
 
 async fn serve_io<I>(
@@ -198,32 +216,30 @@ async fn serve_io<I>(
     task: &ListenerTask,
     client: Client,
     mut shutdown: watch::Receiver<bool>,
-    activity: Arc<AtomicU64>,
+    state: Arc<ConnState>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let pipeline = task.pipeline.clone();
-    // Requests waiting for their response head: a connection with one is not idle, however
-    // long the upstream takes (long polls); once the body streams, bytes move anyway.
-    let waiting = Arc::new(AtomicU64::new(0));
-    let waiting_in_service = waiting.clone();
+    let in_service = state.clone();
     let service = service_fn(move |req: hyper::Request<Incoming>| {
         let pipeline = pipeline.clone();
-        let waiting = Waiting::start(&waiting_in_service);
+        // Counted from here to the end of the response body: see `idle.rs`.
+        let exchange = in_service.start(req.version());
         async move {
             let response = pipeline.handle(client, req).await;
-            drop(waiting);
-            Ok::<_, Infallible>(response)
+            Ok::<_, Infallible>(exchange.respond(response))
         }
     });
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
-    // hyper bounds the wait for request headers (h1, idle keep-alive included); this watchdog
-    // closes connections on which no byte moved for `idle_timeout` (mostly idle HTTP/2).
+    // This watchdog closes connections on which no request made progress for `idle_timeout`
+    // (idle keep-alive, HTTP/2 without streams, clients that stopped reading); request heads
+    // are timed in `ClientIo` (see `idle.rs`).
     let idle_timeout = task.limits.idle_timeout;
     let mut idle_check =
         tokio::time::interval_at(tokio::time::Instant::now() + idle_timeout, idle_timeout);
-    let mut last_seen = activity.load(Ordering::Relaxed);
+    let mut last_seen = state.progress();
     let mut closing = false;
     loop {
         tokio::select! {
@@ -238,8 +254,8 @@ async fn serve_io<I>(
                 closing = true;
             }
             _ = idle_check.tick() => {
-                let now = activity.load(Ordering::Relaxed);
-                if now == last_seen && waiting.load(Ordering::Relaxed) == 0 {
+                let now = state.progress();
+                if now == last_seen && !state.waiting() {
                     if closing {
                         // Graceful close needs the client's help (HTTP/2 waits for a PING ack);
                         // a client silent for another idle period is dropped.
@@ -253,86 +269,5 @@ async fn serve_io<I>(
                 last_seen = now;
             }
         }
-    }
-}
-
-/// Counts a request as waiting for its response head until dropped (also when hyper drops the
-/// request because the client went away).
-struct Waiting(Arc<AtomicU64>);
-
-impl Waiting {
-    fn start(count: &Arc<AtomicU64>) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Self(count.clone())
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A socket that counts reads and writes, so the idle watchdog can tell whether anything moved.
-struct ActivityIo {
-    inner: Prefixed<TcpStream>,
-    activity: Arc<AtomicU64>,
-}
-
-impl ActivityIo {
-    fn touch(&self) {
-        self.activity.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl AsyncRead for ActivityIo {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if polled.is_ready() {
-            self.touch();
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for ActivityIo {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if polled.is_ready() {
-            self.touch();
-        }
-        polled
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if polled.is_ready() {
-            self.touch();
-        }
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

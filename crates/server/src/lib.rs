@@ -14,6 +14,8 @@ pub mod compress;
 pub mod conn;
 pub mod context;
 pub mod host;
+pub mod idle;
+pub mod limits;
 pub mod metrics;
 pub mod observe;
 pub mod pipeline;

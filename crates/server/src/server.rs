@@ -87,6 +87,8 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         ))
     })?;
 
+    let server_slots =
+        crate::limits::ConnectionSlots::server_wide(config.server.max_connections);
     let mut tasks = Vec::with_capacity(config.listeners.len());
     let mut bound = Vec::with_capacity(config.listeners.len());
     for listener in &config.listeners {
@@ -130,6 +132,10 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
                     access_log: access_log.clone(),
                     unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
                 }),
+                slots: crate::limits::ConnectionSlots::new(
+                    listener.limits.max_connections,
+                    server_slots.clone(),
+                ),
             },
         ));
     }

@@ -15,6 +15,7 @@ pub mod cache;
 mod handles;
 mod histogram;
 mod labels;
+pub mod limits;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -75,7 +76,7 @@ pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total"
 pub const RATE_LIMITED_TOTAL: &str = "sluice_rate_limited_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 26] = [
+pub const ALL_NAMES: [&str; 31] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -102,6 +103,11 @@ pub const ALL_NAMES: [&str; 26] = [
     DECOMPRESS_BYTES_IN_TOTAL,
     DECOMPRESS_BYTES_OUT_TOTAL,
     RATE_LIMITED_TOTAL,
+    limits::CONNECTION_LIMIT_REACHED_TOTAL,
+    limits::REQUEST_LIMIT_EXCEEDED_TOTAL,
+    limits::UPSTREAM_QUEUED,
+    limits::UPSTREAM_QUEUE_REJECTED_TOTAL,
+    limits::ACCESS_LOG_DROPPED_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -141,6 +147,7 @@ pub struct Metrics {
     decompress_bytes_in: Family<RouteLabels, Counter>,
     decompress_bytes_out: Family<RouteLabels, Counter>,
     rate_limited: Family<RouteLabels, Counter>,
+    limits: limits::LimitFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Cache zones read at scrape time (see [`cache`]).
@@ -262,6 +269,7 @@ impl Metrics {
             RATE_LIMITED_TOTAL,
             "Requests refused with 429 by a route's rate limit",
         );
+        let limits = limits::LimitFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -301,6 +309,7 @@ impl Metrics {
             decompress_bytes_in,
             decompress_bytes_out,
             rate_limited,
+            limits,
             watches: Watches::default(),
             caches,
             last_render_len: AtomicUsize::new(4096),
@@ -475,7 +484,23 @@ impl Metrics {
             total: self.connections.get_or_create_owned(&labels),
             tls_failures: self.tls_failures.get_or_create_owned(&labels),
             proxy_protocol_errors: self.proxy_protocol_errors.get_or_create_owned(&labels),
+            limit_reached: self.limits.connection_limit(listener),
         }
+    }
+
+    /// The request-limit counters of one listener (`sluice_request_limit_exceeded_total`).
+    pub fn request_limits(&self, listener: &str) -> limits::RequestLimitMetrics {
+        self.limits.request_limits(listener)
+    }
+
+    /// The `max_conns` queue gauges and counters of one upstream server.
+    pub fn upstream_queue(&self, upstream: &str, server: &str) -> limits::UpstreamQueueMetrics {
+        self.limits.upstream_queue(upstream, server)
+    }
+
+    /// `sluice_access_log_dropped_total`.
+    pub fn access_log_dropped(&self) -> Counter {
+        self.limits.access_log_dropped()
     }
 
     /// The exposition in OpenMetrics text format (ends with `# EOF`). Prometheus's classic text
