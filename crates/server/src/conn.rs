@@ -65,7 +65,11 @@ fn builders(limits: &ListenerLimits, protocols: Protocols) -> Builders {
         .max_concurrent_streams(limits.max_concurrent_streams)
         .keep_alive_interval(limits.h2_keep_alive_interval)
         .keep_alive_timeout(limits.h2_keep_alive_timeout)
-        .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
+        // h2 refuses a list whose size reaches its setting; +1 lets a list of exactly
+        // `max_header_size` bytes through, as on HTTP/1.1.
+        .max_header_list_size(
+            u32::try_from(limits.max_header_size.saturating_add(1)).unwrap_or(u32::MAX),
+        );
     let plain = match (protocols.http1, protocols.http2) {
         (true, false) => base.clone().http1_only(),
         (false, true) => base.clone().http2_only(),
@@ -90,11 +94,11 @@ pub async fn accept_loop(
     let mut backoff = Duration::from_millis(5);
     loop {
         // At `max_connections` this waits, and the kernel's backlog holds new connections.
-        let permit = tokio::select! {
-            permit = task.slots.acquire(&task.metrics) => permit,
+        let slot = tokio::select! {
+            slot = task.slots.ready(&task.metrics) => slot,
             _ = shutdown.changed() => break,
         };
-        let Some(permit) = permit else { break };
+        let Some(slot) = slot else { break };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => break,
@@ -111,6 +115,9 @@ pub async fn accept_loop(
                 backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
+        };
+        let Some(permit) = task.slots.admit(slot, &task.metrics).await else {
+            break;
         };
         let _ = stream.set_nodelay(true);
         // Counted from accept, so connections still in their TLS handshake show as open.

@@ -168,6 +168,8 @@ pub struct ClientIo<I> {
     timer: Option<Pin<Box<Sleep>>>,
     /// The request count when the timer was armed; `None` while it is not.
     armed_at: Option<u64>,
+    /// A byte was read already (the h2c preface is looked for in the first read).
+    seen_bytes: bool,
 }
 
 impl<I> ClientIo<I> {
@@ -179,6 +181,7 @@ impl<I> ClientIo<I> {
             header_timeout,
             timer: None,
             armed_at: None,
+            seen_bytes: false,
         }
     }
 
@@ -186,6 +189,8 @@ impl<I> ClientIo<I> {
     pub fn start_header_timer(&mut self, timeout: Duration) {
         self.header_timeout = Some(timeout);
         self.armed_at = None;
+        // The handshake's bytes were not HTTP.
+        self.seen_bytes = true;
     }
 
     /// Arm the timer: bytes arrived while no request is in progress, so a head has begun.
@@ -231,6 +236,14 @@ impl<I: AsyncRead + Unpin> AsyncRead for ClientIo<I> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         let got_bytes = matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before;
+        if got_bytes && !self.seen_bytes {
+            self.seen_bytes = true;
+            // The h2c prior-knowledge preface (RFC 9113 §3.4): HTTP/2 from the first byte, so no
+            // head to time (`PRI` is no HTTP/1.1 method).
+            if buf.filled()[before..].starts_with(b"PRI ") {
+                self.state.set_h2();
+            }
+        }
         if got_bytes
             && self.armed_at.is_none()
             && !self.state.h2.load(Ordering::Relaxed)

@@ -1,8 +1,8 @@
 //! The pipeline: the ONE place that orders the phases of a request.
 //!
 //! ```text
-//! request phase   route -> rate limit (may answer 429) -> cache lookup (cached proxy routes;
-//!                 may answer here)
+//! request phase   limits (414, 415) -> route -> body size (413 on Content-Length) -> rate
+//!                 limit (may answer 429) -> cache lookup (cached proxy routes; may answer here)
 //! action          static files | fixed response | redirect | proxy
 //! response phase  cache store -> error page -> compression -> response headers (`Server`)
 //! observe         access log + metrics, when the body ends
@@ -26,6 +26,7 @@ use crate::cache::Lookup;
 use crate::client::Client;
 use crate::compress::AcceptEncoding;
 use crate::context::RequestContext;
+use crate::limits::RequestLimits;
 use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
 use crate::responses;
@@ -38,6 +39,8 @@ pub struct Pipeline {
     pub access_log: Option<Arc<AccessLogger>>,
     /// Metrics of requests that match no route.
     pub unmatched: RouteMetrics,
+    /// The listener's request limits (target length, stacked codings) and their metrics.
+    pub limits: RequestLimits,
 }
 
 /// What the request phase decided.
@@ -67,7 +70,8 @@ impl Pipeline {
     }
 
     /// Request phase: everything decided from the request alone, before the action runs:
-    /// routing (no route: 404), the route's rate limit (no token: 429, counted, not forwarded),
+    /// the listener's limits (target length 414, stacked codings 415), routing (no route: 404),
+    /// the route's `max_body_size` against a declared `Content-Length` (413), the route's rate limit (no token: 429, counted, not forwarded),
     /// then, on a proxy route with a cache, the lookup, which may
     /// answer (a hit: [`Next::Answered`]) or leave a ticket in `ctx` saying how to go upstream
     /// and what to store. Takes from the request what later phases need once the action has
@@ -77,10 +81,16 @@ impl Pipeline {
         ctx: &mut RequestContext<'r>,
         req: &Request<Incoming>,
     ) -> Next<'r> {
+        if let Err(refused) = self.limits.check_head(req) {
+            return Next::Answered(refused);
+        }
         let Some(route) = self.router.route(req).map(Arc::as_ref) else {
             return Next::Answered(responses::error_page(StatusCode::NOT_FOUND, None));
         };
         ctx.route = Some(route);
+        if let Err(refused) = self.limits.check_length(req, &route.config.body) {
+            return Next::Answered(refused);
+        }
         if let Some(limit) = &route.rate_limit
             && let Err(wait) = limit.check(ctx.client.remote.ip(), req.headers())
         {
@@ -130,6 +140,12 @@ impl Pipeline {
                 let (parts, body) = req.into_parts();
                 let (body, counter) = observe::counted_request_body(body);
                 ctx.bytes_in = counter;
+                let body = crate::limits::limit_body(
+                    body,
+                    &route.config.body,
+                    ctx.start,
+                    &self.limits.metrics,
+                );
                 // Kept for the error's log line: the proxy consumes the request.
                 let uri = parts.uri.clone();
                 let mut req = Request::from_parts(parts, body);

@@ -87,8 +87,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         ))
     })?;
 
-    let server_slots =
-        crate::limits::ConnectionSlots::server_wide(config.server.max_connections);
+    let server_slots = crate::limits::ConnectionSlots::server_wide(config.server.max_connections);
     let mut tasks = Vec::with_capacity(config.listeners.len());
     let mut bound = Vec::with_capacity(config.listeners.len());
     for listener in &config.listeners {
@@ -131,6 +130,10 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
                     server_header: config.server.server_header.clone(),
                     access_log: access_log.clone(),
                     unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
+                    limits: crate::limits::RequestLimits::new(
+                        &listener.limits,
+                        metrics.request_limits(&listener.name),
+                    ),
                 }),
                 slots: crate::limits::ConnectionSlots::new(
                     listener.limits.max_connections,

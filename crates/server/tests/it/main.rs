@@ -13,6 +13,7 @@ mod cli;
 mod compress;
 mod decompress;
 mod lifecycle;
+mod limits;
 mod listeners;
 mod metrics;
 mod precompress;
