@@ -8,7 +8,9 @@ pub mod client;
 pub mod connect;
 pub mod group;
 pub mod health;
+pub mod limit;
 pub mod peer;
 
 pub use group::{Group, PickContext};
+pub use limit::{ConnLimit, ConnSlot, QueueRefusal};
 pub use peer::{InFlight, Peer};

@@ -237,6 +237,8 @@ pub struct UpstreamServerMetrics {
     pub(super) outcomes: [Counter; 5],
     pub(super) healthy: Gauge,
     pub(super) in_flight: Gauge,
+    /// Its `max_conns` queue.
+    pub queue: super::limits::UpstreamQueueMetrics,
 }
 
 impl UpstreamServerMetrics {

@@ -431,6 +431,7 @@ impl Metrics {
             outcomes,
             healthy,
             in_flight: self.upstream_in_flight.get_or_create_owned(&labels),
+            queue: self.limits.upstream_queue(upstream, server),
         }
     }
 

@@ -30,7 +30,7 @@ use sluice_http::decompress;
 use sluice_http::headers::{self, Hop};
 use sluice_upstream::client::UpstreamClient;
 use sluice_upstream::health::active::address_label;
-use sluice_upstream::{Group, InFlight, PickContext};
+use sluice_upstream::{Group, InFlight, PickContext, QueueRefusal};
 
 use body::{CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
 
@@ -180,7 +180,7 @@ impl ProxyHandler {
                 self.metrics.retry();
             }
             let server_metrics = self.servers.get(peer.index());
-            let guard = peer.start();
+            let guard = self.admit(&peer, server_metrics).await?;
             let last_try = tried.len() as u32 + 1 >= tries;
             let head = if last_try {
                 std::mem::replace(&mut parts, empty_parts())
@@ -417,6 +417,56 @@ impl ProxyHandler {
         if let Some(v) = value {
             req.headers_mut().insert(header::HOST, v);
         }
+    }
+
+    /// Count the request in flight on `peer`, first taking one of its `max_conns` slots when
+    /// it has a limit: waiting in its queue when all are busy, refused with 503 when the queue
+    /// is full or the wait outlasts `queue_timeout` (RFC 9110 §15.6.4: overloaded).
+    async fn admit(
+        &self,
+        peer: &Arc<sluice_upstream::Peer>,
+        metrics: Option<&UpstreamServerMetrics>,
+    ) -> Result<InFlight, Error> {
+        let Some(limit) = peer.limit() else {
+            return Ok(peer.start());
+        };
+        if let Some(slot) = limit.try_acquire() {
+            return Ok(peer.start_in(slot));
+        }
+        if let Some(m) = metrics {
+            m.queue.queued.inc();
+        }
+        let waited = limit.wait().await;
+        if let Some(m) = metrics {
+            m.queue.queued.dec();
+        }
+        let refusal = match waited {
+            Ok(slot) => return Ok(peer.start_in(slot)),
+            Err(refusal) => refusal,
+        };
+        let server = address_label(peer.address());
+        let why = match refusal {
+            QueueRefusal::Full => {
+                if let Some(m) = metrics {
+                    m.queue.full.inc();
+                }
+                "its queue is full"
+            }
+            QueueRefusal::TimedOut => {
+                if let Some(m) = metrics {
+                    m.queue.timeout.inc();
+                }
+                "no slot came free within queue_timeout"
+            }
+        };
+        Err(Error::new(
+            ErrorKind::Unavailable,
+            Side::Upstream,
+            format!(
+                "upstream `{}` server {server} is at max_conns and {why}",
+                self.group.name()
+            ),
+        ))
     }
 
     fn response(&self, response: Response<Incoming>, guard: InFlight) -> Response<Body> {

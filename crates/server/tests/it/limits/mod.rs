@@ -6,6 +6,7 @@ mod connections;
 mod h2;
 mod requests;
 mod timeouts;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::time::Duration;
