@@ -80,12 +80,13 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
                 .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let access_log = AccessLogger::open(&config.log.access, config.log.format).map_err(|e| {
-        StartError(format!(
-            "opening the access log {:?}: {e}",
-            config.log.access
-        ))
-    })?;
+    let access_log =
+        AccessLogger::open(&config.log, metrics.access_log_dropped()).map_err(|e| {
+            StartError(format!(
+                "opening the access log {:?}: {e}",
+                config.log.access
+            ))
+        })?;
 
     let server_slots = crate::limits::ConnectionSlots::server_wide(config.server.max_connections);
     let mut tasks = Vec::with_capacity(config.listeners.len());

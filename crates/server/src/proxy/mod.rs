@@ -12,6 +12,7 @@
 //! slow upload is not mistaken for a silent upstream; while the body is on its way, `idle`
 //! bounds every pause: the client's (408) and the upstream's, when it stops reading (504).
 
+mod admit;
 mod body;
 mod rewrite;
 #[cfg(test)]
@@ -30,7 +31,7 @@ use sluice_http::decompress;
 use sluice_http::headers::{self, Hop};
 use sluice_upstream::client::UpstreamClient;
 use sluice_upstream::health::active::address_label;
-use sluice_upstream::{Group, InFlight, PickContext, QueueRefusal};
+use sluice_upstream::{Group, InFlight, PickContext};
 
 use body::{CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress};
 
@@ -417,56 +418,6 @@ impl ProxyHandler {
         if let Some(v) = value {
             req.headers_mut().insert(header::HOST, v);
         }
-    }
-
-    /// Count the request in flight on `peer`, first taking one of its `max_conns` slots when
-    /// it has a limit: waiting in its queue when all are busy, refused with 503 when the queue
-    /// is full or the wait outlasts `queue_timeout` (RFC 9110 §15.6.4: overloaded).
-    async fn admit(
-        &self,
-        peer: &Arc<sluice_upstream::Peer>,
-        metrics: Option<&UpstreamServerMetrics>,
-    ) -> Result<InFlight, Error> {
-        let Some(limit) = peer.limit() else {
-            return Ok(peer.start());
-        };
-        if let Some(slot) = limit.try_acquire() {
-            return Ok(peer.start_in(slot));
-        }
-        if let Some(m) = metrics {
-            m.queue.queued.inc();
-        }
-        let waited = limit.wait().await;
-        if let Some(m) = metrics {
-            m.queue.queued.dec();
-        }
-        let refusal = match waited {
-            Ok(slot) => return Ok(peer.start_in(slot)),
-            Err(refusal) => refusal,
-        };
-        let server = address_label(peer.address());
-        let why = match refusal {
-            QueueRefusal::Full => {
-                if let Some(m) = metrics {
-                    m.queue.full.inc();
-                }
-                "its queue is full"
-            }
-            QueueRefusal::TimedOut => {
-                if let Some(m) = metrics {
-                    m.queue.timeout.inc();
-                }
-                "no slot came free within queue_timeout"
-            }
-        };
-        Err(Error::new(
-            ErrorKind::Unavailable,
-            Side::Upstream,
-            format!(
-                "upstream `{}` server {server} is at max_conns and {why}",
-                self.group.name()
-            ),
-        ))
     }
 
     fn response(&self, response: Response<Incoming>, guard: InFlight) -> Response<Body> {
