@@ -81,14 +81,14 @@ impl Pipeline {
         ctx: &mut RequestContext<'r>,
         req: &Request<Incoming>,
     ) -> Next<'r> {
-        if let Err(refused) = self.limits.check_head(req) {
+        if let Some(refused) = self.limits.check_head(req) {
             return Next::Answered(refused);
         }
         let Some(route) = self.router.route(req).map(Arc::as_ref) else {
             return Next::Answered(responses::error_page(StatusCode::NOT_FOUND, None));
         };
         ctx.route = Some(route);
-        if let Err(refused) = self.limits.check_length(req, &route.config.body) {
+        if let Some(refused) = self.limits.check_length(req, &route.config.body) {
             return Next::Answered(refused);
         }
         if let Some(limit) = &route.rate_limit

@@ -35,7 +35,9 @@ pub enum QueueRefusal {
 
 /// A slot of a server, held until the request is done.
 #[derive(Debug)]
-pub struct ConnSlot(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct ConnSlot {
+    _permit: OwnedSemaphorePermit,
+}
 
 impl ConnLimit {
     /// `None` when the group sets no `max_conns`.
@@ -53,7 +55,11 @@ impl ConnLimit {
 
     /// A free slot now, without waiting.
     pub fn try_acquire(&self) -> Option<ConnSlot> {
-        self.slots.clone().try_acquire_owned().ok().map(ConnSlot)
+        self.slots
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(|permit| ConnSlot { _permit: permit })
     }
 
     /// Wait in the queue for a slot.
@@ -79,7 +85,7 @@ impl ConnLimit {
             tokio::time::timeout(self.queue_timeout, self.slots.clone().acquire_owned()).await;
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         match acquired {
-            Ok(Ok(permit)) => Ok(ConnSlot(permit)),
+            Ok(Ok(permit)) => Ok(ConnSlot { _permit: permit }),
             // The semaphore is never closed; a closed one would mean no slot ever.
             Ok(Err(_)) | Err(_) => Err(QueueRefusal::TimedOut),
         }
@@ -93,6 +99,7 @@ impl ConnLimit {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn limit(per_server: u32, queue_size: u32, timeout_ms: u64) -> ConnLimit {

@@ -44,11 +44,12 @@ impl RequestLimits {
         }
     }
 
-    /// The checks that need no route: the target's length and the stacked codings.
-    pub fn check_head<B>(&self, req: &Request<B>) -> Result<(), Response<Body>> {
+    /// The checks that need no route: the target's length and the stacked codings. `Some` is
+    /// the refusal to answer with.
+    pub fn check_head<B>(&self, req: &Request<B>) -> Option<Response<Body>> {
         let length = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
         if length > self.max_uri_length {
-            return Err(self.refuse(
+            return Some(self.refuse(
                 RequestLimit::UriLength,
                 StatusCode::URI_TOO_LONG,
                 &format!(
@@ -59,7 +60,7 @@ impl RequestLimits {
         }
         let codings = content_codings(req.headers());
         if codings > self.max_content_codings {
-            return Err(self.refuse(
+            return Some(self.refuse(
                 RequestLimit::ContentCodings,
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 &format!(
@@ -68,18 +69,12 @@ impl RequestLimits {
                 ),
             ));
         }
-        Ok(())
+        None
     }
 
-    /// A declared `Content-Length` over the route's `max_body_size`.
-    pub fn check_length<B>(
-        &self,
-        req: &Request<B>,
-        limits: &BodyLimits,
-    ) -> Result<(), Response<Body>> {
-        let Some(max) = limits.max_size else {
-            return Ok(());
-        };
+    /// A declared `Content-Length` over the route's `max_body_size`: the refusal.
+    pub fn check_length<B>(&self, req: &Request<B>, limits: &BodyLimits) -> Option<Response<Body>> {
+        let max = limits.max_size?;
         let length = req
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -98,9 +93,9 @@ impl RequestLimits {
                         .headers_mut()
                         .insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
-                Err(response)
+                Some(response)
             }
-            _ => Ok(()),
+            _ => None,
         }
     }
 
