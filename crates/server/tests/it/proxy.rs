@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sluice_testkit::{Offer, TestOrigin, client, start_origin, start_toml};
 
-fn proxy_toml(upstream: &str, route_extra: &str) -> String {
+pub(crate) fn proxy_toml(upstream: &str, route_extra: &str) -> String {
     format!(
         r#"
         [log]
