@@ -104,3 +104,61 @@ pub(crate) fn has_frame_type(mut frames: &[u8], wanted: u8) -> bool {
     }
     false
 }
+
+#[tokio::test]
+async fn answered_pings_do_not_keep_an_idle_h2_connection_open() {
+    let server = start_toml(
+        "[log]\naccess = \"off\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\nidle_timeout = \"1s\"\nh2_keep_alive_interval = \"100ms\"\nh2_keep_alive_timeout = \"5s\"\n[[routes]]\nrespond = { body = \"alive\" }\n",
+    )
+    .await;
+    let mut stream = TcpStream::connect(server.first_addr()).await.unwrap();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    stream.write_all(&hello).await.unwrap();
+    let started = Instant::now();
+    // Acknowledge every SETTINGS and PING, like a live client, until the server says GOAWAY.
+    let mut buf = Vec::new();
+    let mut pongs = 0;
+    let goaway = async {
+        loop {
+            while buf.len() >= 9 {
+                let len =
+                    usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
+                if buf.len() < 9 + len {
+                    break;
+                }
+                let (kind, flags) = (buf[3], buf[4]);
+                let payload = buf[9..9 + len].to_vec();
+                buf.drain(..9 + len);
+                match (kind, flags & 1) {
+                    (7, _) => return,
+                    (4, 0) => stream
+                        .write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0])
+                        .await
+                        .unwrap(),
+                    (6, 0) => {
+                        let mut ack = vec![0, 0, 8, 6, 1, 0, 0, 0, 0];
+                        ack.extend_from_slice(&payload);
+                        stream.write_all(&ack).await.unwrap();
+                        pongs += 1;
+                    }
+                    _ => {}
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => panic!("closed without GOAWAY"),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), goaway)
+        .await
+        .expect("the idle connection was kept open by its PINGs");
+    assert!(pongs >= 1, "no PING was sent");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
