@@ -57,6 +57,15 @@ pub struct ServerSettings {
     /// Where `serve` writes its process id (removed at exit), and where `sluice reload` finds
     /// the process to signal. `None`: no pid file.
     pub pid_file: Option<PathBuf>,
+    /// Client connections open at once over all listeners; at the limit every listener stops
+    /// accepting (the kernel's backlog holds new connections) until one closes.
+    pub max_connections: usize,
+}
+
+impl ServerSettings {
+    /// 25,000: room for two and a half busy listeners at their own default, well under the
+    /// usual `ulimit -n` of a server (a proxied connection also holds an upstream socket).
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 25_000;
 }
 
 impl Default for ServerSettings {
@@ -67,6 +76,7 @@ impl Default for ServerSettings {
             server_header: Some(http::HeaderValue::from_static("sluice")),
             trusted_proxies: TrustedProxies::default(),
             pid_file: None,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -78,6 +88,9 @@ pub struct LogSettings {
     pub level: String,
     pub access: AccessLog,
     pub format: AccessLogFormat,
+    /// Access-log lines waiting for the writer; when the destination is slower than the traffic
+    /// and this many are queued, further lines are dropped (and counted), never waited for.
+    pub access_queue: usize,
 }
 
 impl Default for LogSettings {
@@ -86,6 +99,7 @@ impl Default for LogSettings {
             level: "info".into(),
             access: AccessLog::Stdout,
             format: AccessLogFormat::Combined,
+            access_queue: 16 * 1024,
         }
     }
 }
@@ -192,6 +206,17 @@ pub struct ListenerLimits {
     pub max_concurrent_streams: u32,
     /// Time allowed for a TLS handshake.
     pub tls_handshake_timeout: Duration,
+    /// Connections open at once on this listener; at the limit it stops accepting until one
+    /// closes (the kernel's backlog holds the rest).
+    pub max_connections: usize,
+    /// Longest request target (path and query, or the whole absolute URI), in bytes (414).
+    pub max_uri_length: usize,
+    /// Most content codings a request's `Content-Encoding` may stack (415 beyond).
+    pub max_content_codings: usize,
+    /// HTTP/2: send a PING after this long without a frame from the client; `None`: never.
+    pub h2_keep_alive_interval: Option<Duration>,
+    /// HTTP/2: close the connection when a PING is not acknowledged within this.
+    pub h2_keep_alive_timeout: Duration,
 }
 
 impl Default for ListenerLimits {
@@ -203,6 +228,11 @@ impl Default for ListenerLimits {
             max_headers: 100,
             max_concurrent_streams: 250,
             tls_handshake_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+            max_uri_length: 8 * 1024,
+            max_content_codings: 2,
+            h2_keep_alive_interval: Some(Duration::from_secs(60)),
+            h2_keep_alive_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -251,6 +281,31 @@ pub struct Route {
     pub cache: Option<RouteCache>,
     /// Limit each client's request rate on this route; `None`: no limit.
     pub rate_limit: Option<RateLimit>,
+    /// How large a request body may be and how long it may take to arrive.
+    pub body: BodyLimits,
+}
+
+/// Request body limits of a route (`max_body_size`, `body_timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLimits {
+    /// Most bytes of request body as the client sends it (before any decoding); `None`: no
+    /// limit. Over it: 413.
+    pub max_size: Option<u64>,
+    /// Longest time from the request head to the body's last byte; `None`: no limit. Over it:
+    /// 408.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for BodyLimits {
+    /// 10 MiB (nginx's 1 MiB `client_max_body_size` is famously too small for APIs and
+    /// uploads; 10 MiB fits JSON and form posts with room, and bounds what a route accepts by
+    /// default), and 5 minutes: 10 MiB at 300 kbit/s, a slow mobile uplink.
+    fn default() -> Self {
+        Self {
+            max_size: Some(10 * 1024 * 1024),
+            timeout: Some(Duration::from_secs(300)),
+        }
+    }
 }
 
 /// Response compression of a route (`compress = { ... }`). Which responses qualify and how the
@@ -599,6 +654,32 @@ pub struct Upstream {
     /// Start every connection with a PROXY protocol v2 header carrying the client's address.
     /// Connections then carry one client's requests only (see docs/config.md).
     pub send_proxy_protocol: bool,
+    /// Requests in progress per server, and the queue of those waiting for one.
+    pub max_conns: MaxConns,
+}
+
+/// `max_conns`, `queue_size`, `queue_timeout` of an upstream group (nginx `max_conns` +
+/// `queue`, HAProxy `maxconn` + `timeout queue`): each server takes at most `per_server`
+/// requests at once; more wait in the server's queue, and get 503 when it is full or their
+/// wait times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxConns {
+    /// Requests in progress per server; `None`: no limit (the default, like nginx).
+    pub per_server: Option<u32>,
+    /// Requests waiting per server; 0: none wait, a full server answers 503 at once.
+    pub queue_size: u32,
+    /// Longest wait in the queue.
+    pub queue_timeout: Duration,
+}
+
+impl Default for MaxConns {
+    fn default() -> Self {
+        Self {
+            per_server: None,
+            queue_size: 100,
+            queue_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 impl Upstream {
@@ -615,6 +696,7 @@ impl Upstream {
             http2: false,
             tls: None,
             send_proxy_protocol: false,
+            max_conns: MaxConns::default(),
         }
     }
 }

@@ -354,3 +354,57 @@ fn memory_cache_is_a_size_and_zero_turns_it_off() {
     assert_eq!(d.key_path, "routes[0].static.memory_cache");
     assert_eq!((d.line, d.column), (4, 41));
 }
+
+#[test]
+fn limits_map_to_typed_values_with_zero_meaning_none() {
+    let defaults = parse_str(
+        "[[listeners]]\naddress = \"127.0.0.1:8080\"\n[[routes]]\nrespond = {}\n",
+        Path::new("d.toml"),
+    )
+    .unwrap();
+    assert_eq!(defaults.server.max_connections, 25_000);
+    assert_eq!(defaults.log.access_queue, 16 * 1024);
+    let limits = &defaults.listeners[0].limits;
+    assert_eq!(limits.max_connections, 10_000);
+    assert_eq!(limits.max_uri_length, 8 * 1024);
+    assert_eq!(limits.max_content_codings, 2);
+    assert_eq!(limits.h2_keep_alive_interval, Some(Duration::from_secs(60)));
+    assert_eq!(limits.h2_keep_alive_timeout, Duration::from_secs(20));
+    assert_eq!(defaults.routes[0].body.max_size, Some(10 * 1024 * 1024));
+    assert_eq!(
+        defaults.routes[0].body.timeout,
+        Some(Duration::from_secs(300))
+    );
+
+    let text = std::fs::read_to_string("tests/golden/limits_ok.toml").unwrap();
+    let config = parse_str(&text, Path::new("limits_ok.toml")).unwrap();
+    assert_eq!(config.server.max_connections, 50_000);
+    assert_eq!(config.log.access_queue, 1024);
+    let limits = &config.listeners[0].limits;
+    assert_eq!(limits.max_connections, 1000);
+    assert_eq!(limits.max_uri_length, 16 * 1024);
+    assert_eq!(limits.max_content_codings, 1);
+    assert_eq!(
+        limits.h2_keep_alive_interval, None,
+        "\"0s\" turns pings off"
+    );
+    assert_eq!(limits.h2_keep_alive_timeout, Duration::from_secs(5));
+    assert_eq!(
+        config.routes[0].body,
+        BodyLimits {
+            max_size: None,
+            timeout: None
+        }
+    );
+    assert_eq!(config.routes[1].body.max_size, Some(1024 * 1024));
+    assert_eq!(config.routes[1].body.timeout, Some(Duration::from_secs(30)));
+    let api = config.upstreams.iter().find(|u| u.name == "api").unwrap();
+    assert_eq!(
+        api.max_conns,
+        MaxConns {
+            per_server: Some(100),
+            queue_size: 0,
+            queue_timeout: Duration::from_secs(2)
+        }
+    );
+}

@@ -1,8 +1,12 @@
 //! The access log: one line per finished response, in nginx's `combined` format or as JSON.
 //!
 //! A line is written when the response body ends (or is dropped because the client went away;
-//! see `observe.rs`), so it carries the bytes actually sent, like nginx. Lines go through a channel to a writer thread
-//! that flushes whenever the channel runs dry: request tasks never block on a file or terminal.
+//! see `observe.rs`), so it carries the bytes actually sent, like nginx. Lines go through a
+//! bounded channel (`[log] access_queue` lines) to a writer thread that flushes whenever the
+//! channel runs dry: request tasks never block on a file or terminal. When the destination is
+//! slower than the traffic (a full disk, a stalled pipe, a terminal nobody reads) and the queue
+//! is full, lines are dropped and counted in `sluice_access_log_dropped_total`: memory stays
+//! bounded and no request waits for its log line.
 //! When the log is off, none of this runs (benchmarks compare with nginx's `access_log off`).
 
 use std::io::Write;
@@ -11,19 +15,23 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Instant, SystemTime};
 
+use prometheus_client::metrics::counter::Counter;
+
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
-use sluice_config::{AccessLog, AccessLogFormat};
+use sluice_config::{AccessLog, AccessLogFormat, LogSettings};
 
 /// The writer side of the access log.
 pub struct AccessLogger {
-    tx: mpsc::Sender<String>,
+    tx: mpsc::SyncSender<String>,
     format: AccessLogFormat,
+    /// Lines dropped because the queue was full.
+    dropped: Counter,
 }
 
 impl AccessLogger {
     /// Open the configured destination; `None` when the log is off.
-    pub fn open(dest: &AccessLog, format: AccessLogFormat) -> std::io::Result<Option<Arc<Self>>> {
-        let out: Box<dyn Write + Send> = match dest {
+    pub fn open(settings: &LogSettings, dropped: Counter) -> std::io::Result<Option<Arc<Self>>> {
+        let out: Box<dyn Write + Send> = match &settings.access {
             AccessLog::Off => return Ok(None),
             AccessLog::Stdout => Box::new(std::io::stdout()),
             AccessLog::Stderr => Box::new(std::io::stderr()),
@@ -34,11 +42,25 @@ impl AccessLogger {
                     .open(path)?,
             ),
         };
-        let (tx, rx) = mpsc::channel::<String>();
+        Self::with_writer(out, settings.format, settings.access_queue, dropped).map(Some)
+    }
+
+    /// A logger writing to `out` through a queue of `queue` lines.
+    fn with_writer(
+        out: Box<dyn Write + Send>,
+        format: AccessLogFormat,
+        queue: usize,
+        dropped: Counter,
+    ) -> std::io::Result<Arc<Self>> {
+        let (tx, rx) = mpsc::sync_channel::<String>(queue);
         std::thread::Builder::new()
             .name("sluice-access-log".into())
             .spawn(move || write_lines(rx, out))?;
-        Ok(Some(Arc::new(Self { tx, format })))
+        Ok(Arc::new(Self {
+            tx,
+            format,
+            dropped,
+        }))
     }
 
     /// Queue the line for a finished response.
@@ -52,9 +74,16 @@ impl AccessLogger {
                 entry.json(bytes_sent, complete || entry.method == Method::HEAD)
             }
         };
-        // The writer thread only stops when every sender is gone; a send error means the
-        // process is exiting, and the line has nowhere to go.
-        let _ = self.tx.send(line);
+        match self.tx.try_send(line) {
+            Ok(()) => {}
+            // The writer is behind: drop the line rather than wait or grow.
+            Err(mpsc::TrySendError::Full(_)) => {
+                self.dropped.inc();
+            }
+            // The writer thread only stops when every sender is gone: the process is exiting,
+            // and the line has nowhere to go.
+            Err(mpsc::TrySendError::Disconnected(_)) => {}
+        };
     }
 }
 
@@ -248,5 +277,37 @@ mod tests {
         assert_eq!(v["compress"], serde_json::Value::Null);
         assert_eq!(v["cache"], serde_json::Value::Null);
         assert_eq!(v["upstream_ms"], serde_json::Value::Null);
+    }
+
+    /// A sink that blocks until told to go on, like a pipe nobody reads.
+    struct Stalled(std::sync::Mutex<mpsc::Receiver<()>>);
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            // Blocks until the test lets go (sends, or drops its sender).
+            let _ = self.0.lock().unwrap().recv();
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_sink_drops_lines_instead_of_blocking_or_growing() {
+        let (go_on, wait) = mpsc::channel();
+        let dropped = Counter::default();
+        let sink = Box::new(Stalled(std::sync::Mutex::new(wait)));
+        let logger =
+            AccessLogger::with_writer(sink, AccessLogFormat::Combined, 4, dropped.clone()).unwrap();
+        // Every write returns at once (the test would hang otherwise): the writer holds at most
+        // one line, the queue 4, and the rest are dropped.
+        for _ in 0..100 {
+            logger.write(&entry(), 1, true);
+        }
+        let dropped_now = dropped.get();
+        assert!((95..=96).contains(&dropped_now), "{dropped_now} dropped");
+        drop(go_on);
     }
 }

@@ -379,6 +379,7 @@ fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
         compress: args.compress.then(Compress::default),
         cache: None,
         rate_limit: None,
+        body: Default::default(),
     };
     Ok(quick_config(
         listener,
@@ -429,6 +430,7 @@ fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
         compress: args.compress.then(Compress::default),
         cache: None,
         rate_limit: None,
+        body: Default::default(),
     };
     let mut route = route;
     let mut caches = Vec::new();
@@ -608,6 +610,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
             compress: Some(Compress::default()),
             cache: None,
             rate_limit: None,
+            body: Default::default(),
         };
         // The date API is cached (the origin says `max-age=5`): curl it twice to see MISS,
         // then HIT, and once more after 5 s for a new MISS.

@@ -12,10 +12,7 @@
 //! connection sees the new config.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -24,13 +21,15 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use sluice_config::{ListenerLimits, Protocols};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::client::Client;
 use crate::h2c::{self, Sniffed};
+use crate::idle::{ClientIo, ConnState};
+use crate::limits::ConnectionSlots;
 use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
 use crate::proxy_protocol::{self, Prefixed};
@@ -76,6 +75,8 @@ impl ListenerTask {
 pub struct ListenerState {
     pub task: Arc<ListenerTask>,
     pub pipeline: Arc<Pipeline>,
+    /// `max_connections` of the listener and of the server: a permit per open connection.
+    pub slots: ConnectionSlots,
 }
 
 /// A listener's current [`ListenerState`], replaced whole by a reload.
@@ -93,7 +94,9 @@ fn builders(limits: &ListenerLimits) -> Builders {
     base.http1()
         .timer(TokioTimer::new())
         .keep_alive(true)
-        .header_read_timeout(limits.header_read_timeout)
+        // Off: hyper's timer also runs while a keep-alive connection is idle; `idle.rs` times
+        // request heads from their first byte instead.
+        .header_read_timeout(None)
         // hyper refuses a header block larger than its read buffer with 431; its minimum is 8 KiB.
         .max_buf_size(limits.max_header_size.max(8192))
         .max_headers(limits.max_headers);
@@ -109,7 +112,13 @@ fn builders(limits: &ListenerLimits) -> Builders {
         // pinned here so an upgrade cannot loosen them (tests/it/hostile/h2.rs).
         .max_pending_accept_reset_streams(20)
         .max_local_error_reset_streams(1024)
-        .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
+        .keep_alive_interval(limits.h2_keep_alive_interval)
+        .keep_alive_timeout(limits.h2_keep_alive_timeout)
+        // h2 refuses a list whose size reaches its setting; +1 lets a list of exactly
+        // `max_header_size` bytes through, as on HTTP/1.1.
+        .max_header_list_size(
+            u32::try_from(limits.max_header_size.saturating_add(1)).unwrap_or(u32::MAX),
+        );
     Builders {
         h1: base.clone().http1_only(),
         h2: base.http2_only(),
@@ -126,6 +135,14 @@ pub async fn accept_loop(
 ) {
     let mut backoff = Duration::from_millis(5);
     loop {
+        // The config in force now: its connection limits, then (at accept) its settings.
+        let state = shared.load_full();
+        // At `max_connections` this waits, and the kernel's backlog holds new connections.
+        let slot = tokio::select! {
+            slot = state.slots.ready(&state.task.metrics) => slot,
+            _ = stop.changed() => break,
+        };
+        let Some(slot) = slot else { break };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stop.changed() => break,
@@ -144,9 +161,13 @@ pub async fn accept_loop(
                 continue;
             }
         };
+        let Some(permit) = state.slots.admit(slot, &state.task.metrics).await else {
+            break;
+        };
         let _ = stream.set_nodelay(true);
         // Connection-level settings come from the config in force at accept.
-        let task = shared.load().task.clone();
+        let task = state.task.clone();
+        drop(state);
         let local = stream.local_addr().unwrap_or(remote);
         // Counted from accept, so connections still in their TLS handshake show as open.
         let open = task.metrics.connection();
@@ -161,6 +182,7 @@ pub async fn accept_loop(
             )
             .await;
             drop(open);
+            drop(permit);
             drop(guard);
         });
     }
@@ -200,18 +222,23 @@ async fn serve_stream(
     } else {
         Prefixed::plain(stream)
     };
+    let state = Arc::new(ConnState::default());
     let Some(acceptor) = &task.tls else {
         let builder = match cleartext_protocol(task, &mut stream, &client).await {
-            Some(Sniffed::Http2) => &task.builders.h2,
+            Some(Sniffed::Http2) => {
+                state.set_h2();
+                &task.builders.h2
+            }
             Some(Sniffed::Http1) => &task.builders.h1,
             Some(Sniffed::BrokenPreface) => return h2c::refuse(stream).await,
             None => return,
         };
-        let (io, activity) = ActivityIo::new(stream);
-        return serve_io(builder, io, task, shared, client, shutdown, activity).await;
+        let io = ClientIo::new(stream, state.clone(), Some(task.limits.header_read_timeout));
+        return serve_io(builder, io, task, shared, client, shutdown, state).await;
     };
-    let (io, activity) = ActivityIo::new(stream);
-    let tls =
+    // The header timer starts once the handshake is over (it has its own timeout).
+    let io = ClientIo::new(stream, state.clone(), None);
+    let mut tls =
         match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(err)) => {
@@ -230,7 +257,14 @@ async fn serve_stream(
         None if task.protocols.http1 => &task.builders.h1,
         None => &task.builders.h2,
     };
-    serve_io(builder, tls, task, shared, client, shutdown, activity).await;
+    if std::ptr::eq(builder, &task.builders.h2) {
+        state.set_h2();
+    } else {
+        tls.get_mut()
+            .0
+            .start_header_timer(task.limits.header_read_timeout);
+    }
+    serve_io(builder, tls, task, shared, client, shutdown, state).await;
 }
 
 /// Which protocol a cleartext connection speaks: the listener's only one, or on a port with
@@ -274,31 +308,28 @@ async fn serve_io<I>(
     shared: SharedState,
     client: Client,
     mut shutdown: watch::Receiver<bool>,
-    activity: Arc<AtomicU64>,
+    state: Arc<ConnState>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // Requests waiting for their response head: a connection with one is not idle, however
-    // long the upstream takes (long polls); once the body streams, bytes move anyway.
-    let waiting = Arc::new(AtomicU64::new(0));
-    let waiting_in_service = waiting.clone();
+    let in_service = state.clone();
     let link_shutdown = shutdown.clone();
     let service = service_fn(move |mut req: hyper::Request<Incoming>| {
         // Loaded per request and held to its end: a reload reaches the next request on this
         // connection, never one already running.
         let pipeline = shared.load().pipeline.clone();
-        let waiting = Waiting::start(&waiting_in_service);
+        // Counted from here to the end of the response body: see `idle.rs`.
+        let exchange = in_service.start(req.version());
         if crate::tunnel::requested(&req) {
             // What a tunnel must know of its connection (see `crate::tunnel`).
             req.extensions_mut().insert(crate::tunnel::ConnLink {
                 shutdown: link_shutdown.clone(),
-                busy: waiting_in_service.clone(),
+                busy: in_service.busy(),
             });
         }
         async move {
             let response = pipeline.handle(client, req).await;
-            drop(waiting);
-            Ok::<_, Infallible>(response)
+            Ok::<_, Infallible>(exchange.respond(response))
         }
     });
     // With upgrades: an HTTP/1.1 connection can be handed over to a tunnel after a 101. That
@@ -306,12 +337,13 @@ async fn serve_io<I>(
     let io = crate::preface::PrefaceGuard::new(io, crate::preface::Expect::of(builder));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
-    // hyper bounds the wait for request headers (h1, idle keep-alive included); this watchdog
-    // closes connections on which no byte moved for `idle_timeout` (mostly idle HTTP/2).
+    // This watchdog closes connections on which no request made progress for `idle_timeout`
+    // (idle keep-alive, HTTP/2 without streams, clients that stopped reading); request heads
+    // are timed in `ClientIo` (see `idle.rs`).
     let idle_timeout = task.limits.idle_timeout;
     let mut idle_check =
         tokio::time::interval_at(tokio::time::Instant::now() + idle_timeout, idle_timeout);
-    let mut last_seen = activity.load(Ordering::Relaxed);
+    let mut last_seen = state.progress();
     let mut closing = false;
     loop {
         tokio::select! {
@@ -326,8 +358,8 @@ async fn serve_io<I>(
                 closing = true;
             }
             _ = idle_check.tick() => {
-                let now = activity.load(Ordering::Relaxed);
-                if now == last_seen && waiting.load(Ordering::Relaxed) == 0 {
+                let now = state.progress();
+                if now == last_seen && !state.waiting() {
                     if closing {
                         // Graceful close needs the client's help (HTTP/2 waits for a PING ack);
                         // a client silent for another idle period is dropped.
@@ -341,98 +373,5 @@ async fn serve_io<I>(
                 last_seen = now;
             }
         }
-    }
-}
-
-/// Counts a request as waiting for its response head until dropped (also when hyper drops the
-/// request because the client went away).
-struct Waiting(Arc<AtomicU64>);
-
-impl Waiting {
-    fn start(count: &Arc<AtomicU64>) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Self(count.clone())
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A socket that counts reads and writes, so the idle watchdog can tell whether anything moved.
-struct ActivityIo {
-    inner: Prefixed<TcpStream>,
-    activity: Arc<AtomicU64>,
-}
-
-impl ActivityIo {
-    /// `inner`, and the counter its reads and writes bump.
-    fn new(inner: Prefixed<TcpStream>) -> (Self, Arc<AtomicU64>) {
-        let activity = Arc::new(AtomicU64::new(0));
-        (
-            Self {
-                inner,
-                activity: activity.clone(),
-            },
-            activity,
-        )
-    }
-
-    fn touch(&self) {
-        self.activity.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl AsyncRead for ActivityIo {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if polled.is_ready() {
-            self.touch();
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for ActivityIo {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if polled.is_ready() {
-            self.touch();
-        }
-        polled
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if polled.is_ready() {
-            self.touch();
-        }
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

@@ -1,9 +1,10 @@
 //! The pipeline: the ONE place that orders the phases of a request.
 //!
 //! ```text
-//! request phase   normal-form path (may answer 400) -> route (400 when the path reads as
-//!                 another route's) -> rate limit (may answer 429) -> cache lookup (cached
-//!                 proxy routes; may answer here)
+//! request phase   limits (414, 415) -> normal-form path (may answer 400) -> route (400 when
+//!                 the path reads as another route's) -> body size (413 on Content-Length) ->
+//!                 rate limit (may answer 429) -> cache lookup (cached proxy routes; may answer
+//!                 here)
 //! action          static files | fixed response | redirect | proxy
 //! response phase  cache store -> error page -> compression -> response headers (`Server`)
 //! observe         access log + metrics, when the body ends
@@ -33,6 +34,7 @@ use crate::cache::Lookup;
 use crate::client::Client;
 use crate::compress::AcceptEncoding;
 use crate::context::RequestContext;
+use crate::limits::RequestLimits;
 use crate::metrics::RouteMetrics;
 use crate::observe::{self, Observer};
 use crate::responses;
@@ -48,6 +50,8 @@ pub struct Pipeline {
     pub unmatched: RouteMetrics,
     /// The listener's `trusted_proxies`: peers whose `X-Forwarded-*` are believed.
     pub trusted_proxies: TrustedProxies,
+    /// The listener's request limits (target length, stacked codings) and their metrics.
+    pub limits: RequestLimits,
 }
 
 /// What the request phase decided.
@@ -84,10 +88,11 @@ impl Pipeline {
     }
 
     /// Request phase: everything decided from the request alone, before the action runs:
-    /// the path put in normal form (`crate::target`; a path that cannot be, or that another
-    /// server could read as another route's: 400), routing (no route: 404), the route's rate
-    /// limit (no token: 429, counted, not forwarded), then, on a proxy route with a cache, the
-    /// lookup, which may
+    /// the listener's limits (target length 414, stacked codings 415), the path put in normal
+    /// form (`crate::target`; a path that cannot be, or that another server could read as
+    /// another route's: 400), routing (no route: 404), the route's `max_body_size` against a
+    /// declared `Content-Length` (413), the route's rate limit (no token: 429, counted, not
+    /// forwarded), then, on a proxy route with a cache, the lookup, which may
     /// answer (a hit: [`Next::Answered`]) or leave a ticket in `ctx` saying how to go upstream
     /// and what to store. Takes from the request what later phases need once the action has
     /// consumed it (`Accept-Encoding`, only on routes that compress).
@@ -96,6 +101,9 @@ impl Pipeline {
         ctx: &mut RequestContext<'r>,
         req: &mut Request<Incoming>,
     ) -> Next<'r> {
+        if let Some(refused) = self.limits.check_head(req) {
+            return Next::Answered(refused);
+        }
         if let Some(why) = crate::router::invalid_host(req) {
             return Next::Answered(responses::error_page(StatusCode::BAD_REQUEST, Some(why)));
         }
@@ -111,6 +119,9 @@ impl Pipeline {
         };
         let req = &*req;
         ctx.route = Some(route);
+        if let Some(refused) = self.limits.check_length(req, &route.config.body) {
+            return Next::Answered(refused);
+        }
         if let Some(limit) = &route.rate_limit
             && let Err(wait) = limit.check(ctx.client.ip, req.headers())
         {
@@ -178,6 +189,12 @@ impl Pipeline {
                 let (parts, body) = req.into_parts();
                 let (body, counter) = observe::counted_request_body(body);
                 ctx.bytes_in = counter;
+                let body = crate::limits::limit_body(
+                    body,
+                    &route.config.body,
+                    ctx.start,
+                    &self.limits.metrics,
+                );
                 // Kept for the error's log line: the proxy consumes the request.
                 let uri = parts.uri.clone();
                 let mut req = Request::from_parts(parts, body);

@@ -47,7 +47,10 @@ impl Group {
             .servers
             .iter()
             .enumerate()
-            .map(|(i, s)| Arc::new(Peer::new(i, s.clone())))
+            .map(|(i, s)| {
+                let limit = crate::limit::ConnLimit::new(&config.max_conns);
+                Arc::new(Peer::new(i, s.clone()).with_limit(limit))
+            })
             .collect();
         let tier = |backup: bool| -> Vec<Arc<Peer>> {
             peers

@@ -9,9 +9,11 @@ pub mod client;
 pub mod connect;
 pub mod group;
 pub mod health;
+pub mod limit;
 pub mod peer;
 pub mod proxy_protocol;
 pub mod tls;
 
 pub use group::{Group, PickContext};
+pub use limit::{ConnLimit, ConnSlot, QueueRefusal};
 pub use peer::{InFlight, Peer};

@@ -12,6 +12,7 @@ use std::time::Instant;
 use sluice_config::{UpstreamAddress, UpstreamServer};
 
 use crate::health::passive::Passive;
+use crate::limit::{ConnLimit, ConnSlot};
 
 /// One server of a group.
 #[derive(Debug)]
@@ -22,6 +23,8 @@ pub struct Peer {
     /// Set by the active checker; peers start healthy so a new group serves at once.
     healthy: AtomicBool,
     passive: Passive,
+    /// `max_conns` of the group, per server; `None`: no limit.
+    limit: Option<ConnLimit>,
 }
 
 impl Peer {
@@ -34,7 +37,19 @@ impl Peer {
             in_flight: AtomicUsize::new(0),
             healthy: AtomicBool::new(true),
             passive,
+            limit: None,
         }
+    }
+
+    /// Limit requests in progress on this peer (`max_conns`, see [`crate::limit`]).
+    pub fn with_limit(mut self, limit: Option<ConnLimit>) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// The peer's `max_conns` slots and queue, if it has a limit.
+    pub fn limit(&self) -> Option<&ConnLimit> {
+        self.limit.as_ref()
     }
 
     /// Position in the group's configuration (and in [`crate::Group::peers`]).
@@ -66,7 +81,15 @@ impl Peer {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight {
             peer: Arc::clone(self),
+            _slot: None,
         }
+    }
+
+    /// Like [`Self::start`], holding a `max_conns` slot until the guard is dropped.
+    pub fn start_in(self: &Arc<Self>, slot: ConnSlot) -> InFlight {
+        let mut guard = self.start();
+        guard._slot = Some(slot);
+        guard
     }
 
     /// Usable now: not `down`, not failed out by passive health, not marked unhealthy by active
@@ -107,6 +130,8 @@ impl Peer {
 #[must_use = "the request counts as in flight only while this guard is alive"]
 pub struct InFlight {
     peer: Arc<Peer>,
+    /// The peer's `max_conns` slot, freed with the guard.
+    _slot: Option<ConnSlot>,
 }
 
 impl InFlight {

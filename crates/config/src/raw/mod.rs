@@ -57,6 +57,7 @@ pub(crate) struct RawServer {
     pub server_header: Option<Spanned<String>>,
     pub trusted_proxies: Option<Spanned<OneOrMany>>,
     pub pid_file: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<Scalar>>,
 }
 
 /// `[log]`
@@ -66,6 +67,7 @@ pub(crate) struct RawLog {
     pub level: Option<Spanned<String>>,
     pub access: Option<Spanned<String>>,
     pub format: Option<Spanned<String>>,
+    pub access_queue: Option<Spanned<Scalar>>,
 }
 
 /// `[[listeners]]`
@@ -81,6 +83,11 @@ pub(crate) struct RawListener {
     pub max_header_size: Option<Spanned<Scalar>>,
     pub max_headers: Option<Spanned<Scalar>>,
     pub max_concurrent_streams: Option<Spanned<Scalar>>,
+    pub max_connections: Option<Spanned<Scalar>>,
+    pub max_uri_length: Option<Spanned<Scalar>>,
+    pub max_content_codings: Option<Spanned<Scalar>>,
+    pub h2_keep_alive_interval: Option<Spanned<Scalar>>,
+    pub h2_keep_alive_timeout: Option<Spanned<Scalar>>,
     /// A `Scalar` rather than a `bool`, so `"true"` or `"v2"` gets a hint instead of a bare
     /// type error.
     pub proxy_protocol: Option<Spanned<Scalar>>,
@@ -129,6 +136,8 @@ pub(crate) struct RawRoute {
     pub compress: Option<RawCompress>,
     pub cache: Option<RawRouteCache>,
     pub rate_limit: Option<RawRateLimit>,
+    pub max_body_size: Option<Spanned<Scalar>>,
+    pub body_timeout: Option<Spanned<Scalar>>,
 }
 
 /// `rate_limit = { requests = 100, per = "1s", burst = 50, key = "client_ip" }` of a route.

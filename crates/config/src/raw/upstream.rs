@@ -20,6 +20,9 @@ pub(crate) struct RawUpstream {
     pub health_check: Option<RawHealthCheck>,
     pub tls: Option<Spanned<RawUpstreamTls>>,
     pub send_proxy_protocol: Option<bool>,
+    pub max_conns: Option<Spanned<Scalar>>,
+    pub queue_size: Option<Spanned<Scalar>>,
+    pub queue_timeout: Option<Spanned<Scalar>>,
 }
 
 /// `[upstreams.NAME.tls]`: TLS to the group's servers. Its presence turns TLS on.

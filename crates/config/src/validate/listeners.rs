@@ -279,6 +279,39 @@ fn limits(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> ListenerLimits 
         (1, u64::from(u32::MAX)),
         None,
     );
+    let max_connections = cx.count(
+        &path.key("max_connections"),
+        raw.max_connections.as_ref(),
+        d.max_connections as u64,
+        (1, 10_000_000),
+        None,
+    );
+    // Shorter than this and ordinary paths would be refused; nginx's smallest is 1 KiB.
+    let max_uri_length = cx.size(
+        &path.key("max_uri_length"),
+        raw.max_uri_length.as_ref(),
+        d.max_uri_length as u64,
+        256,
+    );
+    let max_content_codings = cx.count(
+        &path.key("max_content_codings"),
+        raw.max_content_codings.as_ref(),
+        d.max_content_codings as u64,
+        (1, 16),
+        Some("a handful is plenty: real clients send one coding"),
+    );
+    let h2_keep_alive_interval = cx.duration(
+        &path.key("h2_keep_alive_interval"),
+        raw.h2_keep_alive_interval.as_ref(),
+        d.h2_keep_alive_interval.unwrap_or_default(),
+        true,
+    );
+    let h2_keep_alive_timeout = cx.duration(
+        &path.key("h2_keep_alive_timeout"),
+        raw.h2_keep_alive_timeout.as_ref(),
+        d.h2_keep_alive_timeout,
+        false,
+    );
     ListenerLimits {
         header_read_timeout,
         idle_timeout,
@@ -286,5 +319,11 @@ fn limits(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> ListenerLimits 
         max_headers: usize::try_from(max_headers).unwrap_or(usize::MAX),
         max_concurrent_streams: u32::try_from(max_concurrent_streams).unwrap_or(u32::MAX),
         tls_handshake_timeout,
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+        max_uri_length: usize::try_from(max_uri_length).unwrap_or(usize::MAX),
+        max_content_codings: usize::try_from(max_content_codings).unwrap_or(usize::MAX),
+        // "0s" turns the pings off.
+        h2_keep_alive_interval: Some(h2_keep_alive_interval).filter(|d| !d.is_zero()),
+        h2_keep_alive_timeout,
     }
 }

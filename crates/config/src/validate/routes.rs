@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::Cx;
 use super::cache::{RouteFacts, route_cache};
 use super::proxy::Targets;
-use crate::model::{PathMatch, Route, Upstream};
+use crate::model::{BodyLimits, PathMatch, Route, Upstream};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawRoute};
 use crate::schema::closest;
@@ -82,6 +82,7 @@ pub(super) fn routes(
             .rate_limit
             .as_ref()
             .and_then(|l| super::rate_limit::rate_limit(cx, &path.key("rate_limit"), l));
+        let body = body_limits(cx, &path, raw);
         if let (Some(path_match), Some((action, inline))) = (path_match, action) {
             inline_upstreams.extend(inline);
             valid.push(Route {
@@ -93,6 +94,7 @@ pub(super) fn routes(
                 compress,
                 cache,
                 rate_limit,
+                body,
             });
         }
     }
@@ -237,4 +239,25 @@ pub(super) fn quoted_list(names: &[String]) -> String {
         .map(|n| format!("`{n}`"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `max_body_size` (0: no limit) and `body_timeout` ("0s": no limit) of a route.
+fn body_limits(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRoute) -> BodyLimits {
+    let d = BodyLimits::default();
+    let max_size = cx.size(
+        &path.key("max_body_size"),
+        raw.max_body_size.as_ref(),
+        d.max_size.unwrap_or(0),
+        0,
+    );
+    let timeout = cx.duration(
+        &path.key("body_timeout"),
+        raw.body_timeout.as_ref(),
+        d.timeout.unwrap_or_default(),
+        true,
+    );
+    BodyLimits {
+        max_size: Some(max_size).filter(|n| *n > 0),
+        timeout: Some(timeout).filter(|t| !t.is_zero()),
+    }
 }

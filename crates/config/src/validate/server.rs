@@ -55,12 +55,20 @@ pub(super) fn server(cx: &mut Cx<'_>, raw: Option<RawServer>) -> ServerSettings 
         .pid_file
         .as_ref()
         .and_then(|v| file_to_create(cx, &path.key("pid_file"), v, "the pid file"));
+    let max_connections = cx.count(
+        &path.key("max_connections"),
+        raw.max_connections.as_ref(),
+        defaults.max_connections as u64,
+        (1, 10_000_000),
+        None,
+    );
     ServerSettings {
         workers,
         shutdown_timeout,
         server_header,
         trusted_proxies,
         pid_file,
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
     }
 }
 
@@ -135,10 +143,19 @@ pub(super) fn log(cx: &mut Cx<'_>, raw: Option<RawLog>) -> LogSettings {
             defaults.format
         }
     };
+    // A line is a few hundred bytes: the default queue holds a few MiB at most.
+    let access_queue = cx.count(
+        &path.key("access_queue"),
+        raw.access_queue.as_ref(),
+        defaults.access_queue as u64,
+        (1, 1 << 24),
+        None,
+    );
     LogSettings {
         level,
         access,
         format,
+        access_queue: usize::try_from(access_queue).unwrap_or(usize::MAX),
     }
 }
 

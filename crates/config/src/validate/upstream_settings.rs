@@ -1,5 +1,6 @@
-//! An upstream group's sub-tables: `keepalive`, `timeouts`, `retry` and `health_check`. Each
-//! key defaults to the model's `Default`, so any table or key may be left out.
+//! An upstream group's sub-tables: `keepalive`, `timeouts`, `retry` and `health_check`, and its
+//! per-server limit (`max_conns` with its queue). Each key defaults to the model's `Default`,
+//! so any table or key may be left out.
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -8,9 +9,11 @@ use toml::Spanned;
 
 use super::Cx;
 use super::address::Rejection;
-use crate::model::{HealthCheck, Keepalive, Retry, UpstreamTimeouts};
+use crate::model::{HealthCheck, Keepalive, MaxConns, Retry, UpstreamTimeouts};
 use crate::path::KeyPath;
-use crate::raw::{RawHealthCheck, RawKeepalive, RawRetry, RawUpstreamTimeouts, Scalar};
+use crate::raw::{
+    RawHealthCheck, RawKeepalive, RawRetry, RawUpstream, RawUpstreamTimeouts, Scalar,
+};
 
 /// Most attempts a request may get, the first included.
 const MAX_TRIES: u64 = 10;
@@ -233,6 +236,51 @@ fn parse_status_range(value: &Scalar) -> Result<RangeInclusive<u16>, Rejection> 
         return Err((message, Some(format!(r#"write "{high}-{low}""#))));
     }
     Ok(low..=high)
+}
+
+/// `max_conns` (0: no limit), `queue_size` and `queue_timeout` of a group.
+pub(super) fn max_conns(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawUpstream) -> MaxConns {
+    let d = MaxConns::default();
+    let per_server = cx.count(
+        &path.key("max_conns"),
+        raw.max_conns.as_ref(),
+        0,
+        (0, u64::from(u32::MAX >> 3)),
+        None,
+    );
+    let queue_size = cx.count(
+        &path.key("queue_size"),
+        raw.queue_size.as_ref(),
+        u64::from(d.queue_size),
+        (0, 1_000_000),
+        None,
+    );
+    let queue_timeout = cx.duration(
+        &path.key("queue_timeout"),
+        raw.queue_timeout.as_ref(),
+        d.queue_timeout,
+        false,
+    );
+    if raw.max_conns.is_none()
+        && let Some(value) = raw.queue_size.as_ref().or(raw.queue_timeout.as_ref())
+    {
+        let key = if raw.queue_size.is_some() {
+            "queue_size"
+        } else {
+            "queue_timeout"
+        };
+        cx.r.error(
+            &path.key(key),
+            Some(value.span()),
+            format!("`{key}` has no effect without `max_conns`"),
+            Some("set max_conns = N (requests per server at once), or remove it".into()),
+        );
+    }
+    MaxConns {
+        per_server: u32::try_from(per_server).ok().filter(|n| *n > 0),
+        queue_size: u32::try_from(queue_size).unwrap_or(u32::MAX),
+        queue_timeout,
+    }
 }
 
 #[cfg(test)]

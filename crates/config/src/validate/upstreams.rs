@@ -45,6 +45,7 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
             cx.r.error(&key, None, message, Some(hint.into()));
         }
         let policy = policy(cx, &path, &upstream);
+        let max_conns = settings::max_conns(cx, &path, &upstream);
         let keepalive = settings::keepalive(cx, &path.key("keepalive"), upstream.keepalive);
         let timeouts = settings::timeouts(cx, &path.key("timeouts"), upstream.timeouts);
         let retry = settings::retry(cx, &path.key("retry"), upstream.retry);
@@ -63,6 +64,7 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
                 http2,
                 tls,
                 send_proxy_protocol,
+                max_conns,
             });
         }
     }

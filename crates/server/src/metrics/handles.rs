@@ -244,6 +244,8 @@ pub struct UpstreamServerMetrics {
     pub(super) body_errors: [Counter; 2],
     pub(super) healthy: Gauge,
     pub(super) in_flight: Gauge,
+    /// Its `max_conns` queue.
+    pub queue: super::limits::UpstreamQueueMetrics,
 }
 
 impl UpstreamServerMetrics {
@@ -327,6 +329,8 @@ pub struct ListenerMetrics {
     pub(super) total: Counter,
     pub(super) tls_failures: Counter,
     pub(super) proxy_protocol_errors: Counter,
+    /// Times accepting paused at `[listener, server]` `max_connections`.
+    pub(super) limit_reached: [Counter; 2],
 }
 
 impl ListenerMetrics {
@@ -352,6 +356,16 @@ impl ListenerMetrics {
     /// A TLS handshake failed or timed out (the connection is closed and counted closed as usual).
     pub fn tls_handshake_failed(&self) {
         self.tls_failures.inc();
+    }
+
+    /// Accepting paused because this listener's own `max_connections` was reached.
+    pub fn listener_limit_reached(&self) {
+        self.limit_reached[0].inc();
+    }
+
+    /// Accepting paused because `[server] max_connections` was reached.
+    pub fn server_limit_reached(&self) {
+        self.limit_reached[1].inc();
     }
 
     /// A connection on a `proxy_protocol` listener did not start with a valid PROXY header in

@@ -15,6 +15,7 @@ pub mod cache;
 mod handles;
 mod histogram;
 mod labels;
+pub mod limits;
 #[cfg(test)]
 mod tests;
 mod tunnel;
@@ -80,7 +81,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 28] = [
+pub const ALL_NAMES: [&str; 33] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -109,6 +110,11 @@ pub const ALL_NAMES: [&str; 28] = [
     RATE_LIMITED_TOTAL,
     TUNNELS_OPEN,
     TUNNELS_TOTAL,
+    limits::CONNECTION_LIMIT_REACHED_TOTAL,
+    limits::REQUEST_LIMIT_EXCEEDED_TOTAL,
+    limits::UPSTREAM_QUEUED,
+    limits::UPSTREAM_QUEUE_REJECTED_TOTAL,
+    limits::ACCESS_LOG_DROPPED_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -151,6 +157,7 @@ pub struct Metrics {
     rate_limited: Family<RouteLabels, Counter>,
     tunnels_open: Family<RouteLabels, Gauge>,
     tunnels: Family<RouteEndLabels, Counter>,
+    limits: limits::LimitFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Cache zones read at scrape time (see [`cache`]).
@@ -287,6 +294,7 @@ impl Metrics {
             TUNNELS_TOTAL,
             "Upgraded connections that ended, by route and how they ended",
         );
+        let limits = limits::LimitFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -329,6 +337,7 @@ impl Metrics {
             rate_limited,
             tunnels_open,
             tunnels,
+            limits,
             watches: Watches::default(),
             caches,
             last_render_len: AtomicUsize::new(4096),
@@ -475,6 +484,7 @@ impl Metrics {
             body_errors,
             healthy,
             in_flight: self.upstream_in_flight.get_or_create_owned(&labels),
+            queue: self.limits.upstream_queue(upstream, server),
         }
     }
 
@@ -546,7 +556,23 @@ impl Metrics {
             total: self.connections.get_or_create_owned(&labels),
             tls_failures: self.tls_failures.get_or_create_owned(&labels),
             proxy_protocol_errors: self.proxy_protocol_errors.get_or_create_owned(&labels),
+            limit_reached: self.limits.connection_limit(listener),
         }
+    }
+
+    /// The request-limit counters of one listener (`sluice_request_limit_exceeded_total`).
+    pub fn request_limits(&self, listener: &str) -> limits::RequestLimitMetrics {
+        self.limits.request_limits(listener)
+    }
+
+    /// The `max_conns` queue gauges and counters of one upstream server.
+    pub fn upstream_queue(&self, upstream: &str, server: &str) -> limits::UpstreamQueueMetrics {
+        self.limits.upstream_queue(upstream, server)
+    }
+
+    /// `sluice_access_log_dropped_total`.
+    pub fn access_log_dropped(&self) -> Counter {
+        self.limits.access_log_dropped()
     }
 
     /// The exposition in OpenMetrics text format (ends with `# EOF`). Prometheus's classic text

@@ -71,6 +71,11 @@ fn exercised() -> Arc<Metrics> {
     listener.connection_opened();
     listener.tls_handshake_failed();
     listener.proxy_protocol_failed();
+    listener.listener_limit_reached();
+    m.request_limits("main")
+        .exceeded(super::limits::RequestLimit::BodySize);
+    m.upstream_queue("api", "127.0.0.1:9001").full.inc();
+    m.access_log_dropped().inc();
     m
 }
 

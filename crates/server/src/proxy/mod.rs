@@ -15,6 +15,7 @@
 //! slow upload is not mistaken for a silent upstream; while the body is on its way, `idle`
 //! bounds every pause: the client's (408) and the upstream's, when it stops reading (504).
 
+mod admit;
 mod body;
 mod rewrite;
 #[cfg(test)]
@@ -214,7 +215,7 @@ impl ProxyHandler {
                 self.metrics.retry();
             }
             let server_metrics = self.servers.get(peer.index());
-            let guard = peer.start();
+            let guard = self.admit(&peer, server_metrics).await?;
             let last_try = tried.len() as u32 + 1 >= tries && !race_retry_left;
             let head = if last_try {
                 std::mem::replace(&mut parts, empty_parts())
@@ -291,7 +292,9 @@ impl ProxyHandler {
                 Ok(Err(err)) if client_fault(&err).is_some() => {
                     // The client's fault, not the server's: no failure counted, no retry.
                     let kind = client_fault(&err).unwrap_or(ErrorKind::BadRequest);
-                    let what = if kind == ErrorKind::RequestTimeout {
+                    let what = if let Some(limit) = body_limit(&err) {
+                        limit.to_string()
+                    } else if kind == ErrorKind::RequestTimeout {
                         format!(
                             "the request body stalled for more than {:?}",
                             self.upstream.timeouts.idle
@@ -595,10 +598,27 @@ fn decoding_refused(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind
         .filter(|k| matches!(k, ErrorKind::PayloadTooLarge | ErrorKind::BadRequest))
 }
 
-/// Whether `err` was caused by the client's request body: it stalled (408) or broke off (400).
+/// The route's body limit that cut the request body off, if that is why the upstream request
+/// failed.
+fn body_limit(err: &(dyn std::error::Error + 'static)) -> Option<crate::limits::BodyLimitError> {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(limit) = e.downcast_ref::<crate::limits::BodyLimitError>() {
+            return Some(*limit);
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// Whether `err` was caused by the client's request body: it stalled or took longer than
+/// `body_timeout` (408), grew past `max_body_size` (413) or broke off (400).
 fn client_fault(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     let mut cause = Some(err);
     while let Some(e) = cause {
+        if let Some(limit) = e.downcast_ref::<crate::limits::BodyLimitError>() {
+            return Some(limit.kind());
+        }
         if e.downcast_ref::<Stalled>()
             .is_some_and(|s| s.side == Side::Downstream)
         {

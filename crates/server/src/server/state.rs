@@ -7,8 +7,10 @@
 //! What outlives a config is taken from the previous state: upstream groups whose config is
 //! unchanged (their pool, peers' health, health-check task: see `upstreams.rs`), cache zones
 //! whose storage settings are unchanged (`cache/zones.rs`), and the rate-limit buckets of routes
-//! whose name and `rate_limit` are unchanged. Metrics live in the one process-wide
-//! [`Metrics`], which hands the same series to a route or upstream of the same name.
+//! whose name and `rate_limit` are unchanged, and the connection-limit semaphores whose limit is
+//! unchanged (so connections opened before a reload still count against it). Metrics live in
+//! the one process-wide [`Metrics`], which hands the same series to a route or upstream of the
+//! same name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use super::StartError;
 use crate::access_log::AccessLogger;
 use crate::cache::zones::Zones;
 use crate::conn::{ListenerState, ListenerTask};
+use crate::limits::{ConnectionSlots, RequestLimits};
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::router::{CompiledRoute, Router};
@@ -33,6 +36,10 @@ pub(super) struct State {
     pub upstreams: Upstreams,
     pub zones: Zones,
     pub routes: Vec<Arc<CompiledRoute>>,
+    /// `[server] max_connections` and its semaphore, shared by every listener.
+    pub server_slots: Option<(usize, Arc<tokio::sync::Semaphore>)>,
+    /// Each listener's `max_connections` and its slots, by listener name.
+    pub listener_slots: HashMap<String, (usize, ConnectionSlots)>,
 }
 
 /// Build the state of `config`, reusing what `previous` has that is still valid. Returns it
@@ -78,14 +85,31 @@ pub(super) async fn build(
         })
         .collect::<Result<Vec<_>, StartError>>()?;
     // Opened again on every reload: moving the file away and reloading rotates the log.
-    let access_log = AccessLogger::open(&config.log.access, config.log.format).map_err(|e| {
-        StartError(format!(
-            "opening the access log {:?}: {e}",
-            config.log.access
-        ))
-    })?;
+    let access_log =
+        AccessLogger::open(&config.log, metrics.access_log_dropped()).map_err(|e| {
+            StartError(format!(
+                "opening the access log {:?}: {e}",
+                config.log.access
+            ))
+        })?;
+    let server_max = config.server.max_connections;
+    let server_slots = match &previous.server_slots {
+        Some((max, slots)) if *max == server_max => slots.clone(),
+        _ => ConnectionSlots::server_wide(server_max),
+    };
+    let mut listener_slots = HashMap::with_capacity(config.listeners.len());
     let mut tasks = Vec::with_capacity(config.listeners.len());
     for listener in &config.listeners {
+        let max = listener.limits.max_connections;
+        let slots = match previous.listener_slots.get(&listener.name) {
+            Some((old_max, slots))
+                if *old_max == max && server_max_unchanged(previous, server_max) =>
+            {
+                slots.clone()
+            }
+            _ => ConnectionSlots::new(max, server_slots.clone()),
+        };
+        listener_slots.insert(listener.name.clone(), (max, slots.clone()));
         // Certificates are read here, so a reload rotates them for new handshakes.
         let acceptor = match &listener.tls {
             Some(t) => Some(TlsAcceptor::from(
@@ -100,6 +124,7 @@ pub(super) async fn build(
             access_log: access_log.clone(),
             unmatched: metrics.route(crate::metrics::UNMATCHED_ROUTE),
             trusted_proxies: listener.trusted_proxies.clone(),
+            limits: RequestLimits::new(&listener.limits, metrics.request_limits(&listener.name)),
         };
         let task = ListenerTask::new(
             listener.name.clone(),
@@ -112,6 +137,7 @@ pub(super) async fn build(
         tasks.push(ListenerState {
             task: Arc::new(task),
             pipeline: Arc::new(pipeline),
+            slots,
         });
     }
     let state = State {
@@ -119,6 +145,14 @@ pub(super) async fn build(
         upstreams,
         zones,
         routes,
+        server_slots: Some((server_max, server_slots)),
+        listener_slots,
     };
     Ok((state, tasks))
+}
+
+/// The server-wide limit is the one `previous` had (a listener's slots hold the server's
+/// semaphore, so they are kept only with it).
+fn server_max_unchanged(previous: &State, server_max: usize) -> bool {
+    matches!(&previous.server_slots, Some((max, _)) if *max == server_max)
 }

@@ -16,6 +16,7 @@ mod h2spec;
 mod hostile;
 mod http2;
 mod lifecycle;
+mod limits;
 mod listeners;
 mod metrics;
 mod paths;

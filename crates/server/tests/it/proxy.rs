@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sluice_testkit::{Offer, TestOrigin, client, start_origin, start_toml};
 
-fn proxy_toml(upstream: &str, route_extra: &str) -> String {
+pub(crate) fn proxy_toml(upstream: &str, route_extra: &str) -> String {
     format!(
         r#"
         [log]
@@ -294,7 +294,9 @@ async fn a_silent_upstream_is_a_504() {
 async fn streams_a_large_download_and_upload() {
     use sha2::Digest;
     let origin = start_origin(None).await;
-    let server = proxy_in_front(&servers(&[&origin])).await;
+    // The 32 MiB upload is over the default max_body_size (10 MiB).
+    let route = "proxy = { upstream = \"backend\" }\nmax_body_size = \"64MiB\"";
+    let server = start_toml(&proxy_toml(&servers(&[&origin]), route)).await;
     let http = client(Offer::Http1);
     let mut resp = http
         .get(server.url("/stream?chunks=512&size=65536"))

@@ -111,10 +111,12 @@ async fn an_upstream_that_stops_reading_the_upload_is_a_504() {
         hyper::Response::new(sluice_core::Body::Empty)
     })
     .await;
-    let server = proxy_in_front(&format!(
+    let upstream = format!(
         "servers = [\"{addr}\"]\n[upstreams.backend.timeouts]\nresponse_header = \"60s\"\nidle = \"500ms\""
-    ))
-    .await;
+    );
+    // The upload is over the default max_body_size (10 MiB).
+    let route = "proxy = { upstream = \"backend\" }\nmax_body_size = 0";
+    let server = sluice_testkit::start_toml(&crate::proxy::proxy_toml(&upstream, route)).await;
     let started = std::time::Instant::now();
     // Far more than the socket buffers hold, so the upload cannot complete.
     let resp = client(Offer::Http1)
