@@ -135,13 +135,19 @@ pub async fn accept_loop(
 ) {
     let mut backoff = Duration::from_millis(5);
     loop {
-        // The config in force now: its connection limits, then (at accept) its settings.
-        let state = shared.load_full();
+        // The connection limits in force now. Only they are held while `accept` waits: the
+        // settings (TLS certificates included) are read once a client is there, and nothing
+        // held here keeps an old config's routes or upstream pools alive.
+        let (slots, waiting) = {
+            let state = shared.load();
+            (state.slots.clone(), state.task.clone())
+        };
         // At `max_connections` this waits, and the kernel's backlog holds new connections.
         let slot = tokio::select! {
-            slot = state.slots.ready(&state.task.metrics) => slot,
+            slot = slots.ready(&waiting.metrics) => slot,
             _ = stop.changed() => break,
         };
+        drop(waiting);
         let Some(slot) = slot else { break };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -161,13 +167,12 @@ pub async fn accept_loop(
                 continue;
             }
         };
-        let Some(permit) = state.slots.admit(slot, &state.task.metrics).await else {
+        // Connection-level settings come from the config in force at accept.
+        let task = shared.load().task.clone();
+        let Some(permit) = slots.admit(slot, &task.metrics).await else {
             break;
         };
         let _ = stream.set_nodelay(true);
-        // Connection-level settings come from the config in force at accept.
-        let task = state.task.clone();
-        drop(state);
         let local = stream.local_addr().unwrap_or(remote);
         // Counted from accept, so connections still in their TLS handshake show as open.
         let open = task.metrics.connection();
@@ -279,13 +284,13 @@ async fn cleartext_protocol(
     if !task.protocols.http2 {
         return Some(Sniffed::Http1);
     }
-    match h2c::sniff(
-        stream,
-        task.protocols.http1,
-        task.limits.header_read_timeout,
-    )
-    .await
-    {
+    // Waiting for the first bytes is idle time, reading a preface or request line is a head's:
+    // a client silent for either limit is closed.
+    let limit = task
+        .limits
+        .header_read_timeout
+        .min(task.limits.idle_timeout);
+    match h2c::sniff(stream, task.protocols.http1, limit).await {
         Ok((sniffed, read)) => {
             if sniffed == Sniffed::BrokenPreface {
                 // RFC 9113 §3.4: a connection error PROTOCOL_ERROR.
