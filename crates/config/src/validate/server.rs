@@ -94,13 +94,24 @@ fn creatable(cx: &Cx<'_>, text: &str, what: &str) -> Result<PathBuf, (String, St
         let hint = r#"name a file, e.g. "/run/sluice.pid", or leave the key out"#;
         return Err((format!("{what} path is empty"), hint.into()));
     }
+    creatable_path(cx, text, what, "sluice.pid")
+}
+
+/// A path the server will create a file at (`what`, e.g. "the access log"): not a directory
+/// (the hint names `example` inside it), in a directory that exists.
+fn creatable_path(
+    cx: &Cx<'_>,
+    text: &str,
+    what: &str,
+    example: &str,
+) -> Result<PathBuf, (String, String)> {
     let (shown, absolute) = cx.resolve(text);
     if absolute.is_dir() {
         return Err((
             format!("{what} `{text}` is a directory"),
             format!(
                 "name a file inside it, e.g. \"{}\"",
-                shown.join("sluice.pid").display()
+                shown.join(example).display()
             ),
         ));
     }
@@ -192,29 +203,5 @@ fn access_target(cx: &Cx<'_>, text: &str) -> Result<AccessLog, (String, String)>
             format!(r#"did you mean "{meant}"? (to log to a file of that name, write "./{text}")"#),
         ));
     }
-    let (shown, absolute) = cx.resolve(text);
-    if absolute.is_dir() {
-        return Err((
-            format!("the access log `{text}` is a directory"),
-            format!(
-                "name a file inside it, e.g. \"{}\"",
-                shown.join("access.log").display()
-            ),
-        ));
-    }
-    let dir = absolute.parent().filter(|d| !d.as_os_str().is_empty());
-    if dir.is_some_and(|d| !d.is_dir()) {
-        let shown_dir = shown
-            .parent()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default();
-        return Err((
-            format!("the directory of the access log `{text}` does not exist"),
-            format!(
-                "create {shown_dir}{}",
-                relative_note(std::path::Path::new(text))
-            ),
-        ));
-    }
-    Ok(AccessLog::File(absolute))
+    creatable_path(cx, text, "the access log", "access.log").map(AccessLog::File)
 }
