@@ -60,13 +60,25 @@ pub(crate) fn duration(text: &str) -> Result<Duration, UnitError> {
             format!(r#"write "{t}s""#),
         ));
     }
-    humantime::parse_duration(t).map_err(|e| {
+    let parsed = humantime::parse_duration(t).map_err(|e| {
         UnitError::new(
             format!("invalid duration `{t}`: {e}"),
             DURATION_EXAMPLES.to_owned(),
         )
-    })
+    })?;
+    // Timers add durations to the clock; one this long would overflow it (and no timeout or
+    // lifetime is meant to outlast a deployment).
+    if parsed > MAX_DURATION {
+        return Err(UnitError::new(
+            format!("duration `{t}` is too long"),
+            "at most 10 years (\"3650d\")".to_owned(),
+        ));
+    }
+    Ok(parsed)
 }
+
+/// The longest duration a config may give: 10 years.
+const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
 
 /// (unit, bytes) in the order they are listed in hints.
 const SIZE_UNITS: &[(&str, u64)] = &[
@@ -146,6 +158,16 @@ fn unknown_unit(text: &str, digits: &str, unit: &str) -> UnitError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_longer_than_ten_years_are_refused() {
+        assert_eq!(
+            parse_duration("3650d"),
+            Ok(Duration::from_secs(3650 * 24 * 3600))
+        );
+        assert!(parse_duration("3651d").unwrap_err().contains("too long"));
+        assert!(parse_duration("300000000000y").is_err());
+    }
 
     #[test]
     fn durations_need_a_unit() {

@@ -176,7 +176,9 @@ pub async fn accept_loop(
         let local = stream.local_addr().unwrap_or(remote);
         // Counted from accept, so connections still in their TLS handshake show as open.
         let open = task.metrics.connection();
-        let (shared, stop, guard) = (shared.clone(), stop.clone(), drain.clone());
+        // Held as long as the connection, or the tunnel it may become, is open (`idle.rs`).
+        let held = (open, permit, drain.clone());
+        let (shared, stop) = (shared.clone(), stop.clone());
         tokio::spawn(async move {
             serve_stream(
                 &task,
@@ -184,11 +186,9 @@ pub async fn accept_loop(
                 stream,
                 Client::new(remote, local, task.tls.is_some()),
                 stop,
+                held,
             )
             .await;
-            drop(open);
-            drop(permit);
-            drop(guard);
         });
     }
     drop(listener);
@@ -201,7 +201,9 @@ async fn serve_stream(
     stream: TcpStream,
     mut client: Client,
     shutdown: watch::Receiver<bool>,
+    held: impl Send + Sync + 'static,
 ) {
+    let state = Arc::new(ConnState::holding(held));
     let mut stream = if task.proxy_protocol {
         // Under the header timeout: a peer that connects and says nothing costs no more here
         // than it would waiting for request headers.
@@ -227,7 +229,6 @@ async fn serve_stream(
     } else {
         Prefixed::plain(stream)
     };
-    let state = Arc::new(ConnState::default());
     let Some(acceptor) = &task.tls else {
         let builder = match cleartext_protocol(task, &mut stream, &client).await {
             Some(Sniffed::Http2) => {
@@ -329,7 +330,7 @@ async fn serve_io<I>(
             // What a tunnel must know of its connection (see `crate::tunnel`).
             req.extensions_mut().insert(crate::tunnel::ConnLink {
                 shutdown: link_shutdown.clone(),
-                busy: in_service.busy(),
+                conn: in_service.clone(),
             });
         }
         async move {

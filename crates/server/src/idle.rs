@@ -46,9 +46,49 @@ pub struct ConnState {
     progress: AtomicU64,
     /// The connection speaks HTTP/2: no header timer (streams have no head to wait for).
     h2: AtomicBool,
+    /// The connection was handed to a tunnel after a `101` (HTTP/1.1 Upgrade): its bytes are
+    /// the tunnel's, never a request head, so no header timer either.
+    switched: AtomicBool,
+    /// What the connection holds for its whole life (its `max_connections` permits, its place
+    /// in the open-connections gauge, its drain guard), kept here so that a tunnel the
+    /// connection turns into keeps them too: a WebSocket counts as the connection it is.
+    _held: Held,
+}
+
+/// `ConnState::_held`: anything, dropped with the last holder.
+#[derive(Default)]
+struct Held(Option<Box<dyn Send + Sync>>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Held(..)"
+        } else {
+            "Held(-)"
+        })
+    }
 }
 
 impl ConnState {
+    /// The state of a connection that holds `held` until the connection, and any tunnel it
+    /// becomes, is gone.
+    pub fn holding(held: impl Send + Sync + 'static) -> Self {
+        Self {
+            _held: Held(Some(Box::new(held))),
+            ..Self::default()
+        }
+    }
+
+    /// The connection was handed over to a tunnel (after a `101`): stop timing request heads.
+    pub fn switched(&self) {
+        self.switched.store(true, Ordering::Relaxed);
+    }
+
+    /// No request head will come: HTTP/2, or a connection that became a tunnel.
+    fn no_heads(&self) -> bool {
+        self.h2.load(Ordering::Relaxed) || self.switched.load(Ordering::Relaxed)
+    }
+
     /// A request arrived (its head is complete): count it until `Exchange` and its response
     /// body are done.
     pub fn start(self: &Arc<Self>, version: Version) -> Exchange {
@@ -174,8 +214,6 @@ pub struct ClientIo<I> {
     timer: Option<Pin<Box<Sleep>>>,
     /// The request count when the timer was armed; `None` while it is not.
     armed_at: Option<u64>,
-    /// A byte was read already (the h2c preface is looked for in the first read).
-    seen_bytes: bool,
 }
 
 impl<I> ClientIo<I> {
@@ -187,7 +225,6 @@ impl<I> ClientIo<I> {
             header_timeout,
             timer: None,
             armed_at: None,
-            seen_bytes: false,
         }
     }
 
@@ -195,8 +232,6 @@ impl<I> ClientIo<I> {
     pub fn start_header_timer(&mut self, timeout: Duration) {
         self.header_timeout = Some(timeout);
         self.armed_at = None;
-        // The handshake's bytes were not HTTP.
-        self.seen_bytes = true;
     }
 
     /// Arm the timer: bytes arrived while no request is in progress, so a head has begun.
@@ -214,9 +249,7 @@ impl<I> ClientIo<I> {
         let Some(armed_at) = self.armed_at else {
             return false;
         };
-        if self.state.requests.load(Ordering::Relaxed) != armed_at
-            || self.state.h2.load(Ordering::Relaxed)
-        {
+        if self.state.requests.load(Ordering::Relaxed) != armed_at || self.state.no_heads() {
             self.armed_at = None;
             return false;
         }
@@ -242,17 +275,9 @@ impl<I: AsyncRead + Unpin> AsyncRead for ClientIo<I> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         let got_bytes = matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before;
-        if got_bytes && !self.seen_bytes {
-            self.seen_bytes = true;
-            // The h2c prior-knowledge preface (RFC 9113 §3.4): HTTP/2 from the first byte, so no
-            // head to time (`PRI` is no HTTP/1.1 method).
-            if buf.filled()[before..].starts_with(b"PRI ") {
-                self.state.set_h2();
-            }
-        }
         if got_bytes
             && self.armed_at.is_none()
-            && !self.state.h2.load(Ordering::Relaxed)
+            && !self.state.no_heads()
             && self.state.active.load(Ordering::Relaxed) == 0
             && let Some(timeout) = self.header_timeout
         {

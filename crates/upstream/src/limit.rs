@@ -81,9 +81,11 @@ impl ConnLimit {
                 Err(now) => current = now,
             }
         }
+        // Given back on drop, not after the await: a request whose client leaves while it
+        // waits is dropped right here, and must not keep its place forever.
+        let _place = QueuePlace(&self.waiting);
         let acquired =
             tokio::time::timeout(self.queue_timeout, self.slots.clone().acquire_owned()).await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
         match acquired {
             Ok(Ok(permit)) => Ok(ConnSlot { _permit: permit }),
             // The semaphore is never closed; a closed one would mean no slot ever.
@@ -94,6 +96,15 @@ impl ConnLimit {
     /// Requests waiting for a slot now.
     pub fn waiting(&self) -> u32 {
         self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+/// A place in a server's queue, given back when dropped.
+struct QueuePlace<'a>(&'a AtomicU32);
+
+impl Drop for QueuePlace<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -133,6 +144,22 @@ mod tests {
         let _held = l.try_acquire().unwrap();
         assert_eq!(l.wait().await.unwrap_err(), QueueRefusal::TimedOut);
         assert_eq!(l.waiting(), 0);
+    }
+
+    /// A client that leaves while queued drops its wait; its place must come back, or the
+    /// queue fills with nobody in it and every later request gets 503.
+    #[tokio::test]
+    async fn a_dropped_wait_gives_its_place_back() {
+        let l = limit(1, 2, 5_000);
+        let _held = l.try_acquire().unwrap();
+        for _ in 0..3 {
+            let waiter = Box::pin(l.wait());
+            let mut waiter = waiter;
+            assert!(futures_poll_once(waiter.as_mut()).await.is_none());
+            assert_eq!(l.waiting(), 1);
+            drop(waiter);
+            assert_eq!(l.waiting(), 0);
+        }
     }
 
     #[test]

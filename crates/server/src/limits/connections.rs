@@ -6,7 +6,7 @@
 //! connect, not a reset) until a connection closes and gives its permits back. Nothing is
 //! accepted only to be closed again, and nothing crashes however many clients knock.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -15,8 +15,64 @@ use crate::metrics::ListenerMetrics;
 /// The two semaphores a listener's accept loop takes a permit of per connection.
 #[derive(Clone, Debug)]
 pub struct ConnectionSlots {
-    listener: Arc<Semaphore>,
-    server: Arc<Semaphore>,
+    listener: Arc<Limit>,
+    server: Arc<Limit>,
+}
+
+/// A connection limit whose size a reload can change in place: connections opened before the
+/// reload keep counting against it, and an accept loop waiting at the old limit wakes when the
+/// limit is raised.
+#[derive(Debug)]
+pub struct Limit {
+    permits: Arc<Semaphore>,
+    max: Mutex<usize>,
+}
+
+impl Limit {
+    fn new(max: usize) -> Arc<Self> {
+        let max = max.min(Semaphore::MAX_PERMITS);
+        Arc::new(Self {
+            permits: Arc::new(Semaphore::new(max)),
+            max: Mutex::new(max),
+        })
+    }
+
+    /// The limit `max`, from now on. Raising it frees permits at once (waking a waiting accept
+    /// loop); lowering it takes free permits away now and the rest as connections close, so
+    /// the open connections are never cut, only no new one is let in until they are under the
+    /// new limit.
+    pub fn resize(&self, max: usize) {
+        let max = max.min(Semaphore::MAX_PERMITS);
+        let mut current = self
+            .max
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if max > *current {
+            self.permits.add_permits(max - *current);
+        } else if max < *current {
+            let shrink = *current - max;
+            let taken = self.permits.forget_permits(shrink);
+            if taken < shrink {
+                // u32: `shrink` is below `Semaphore::MAX_PERMITS`, which fits.
+                let rest = u32::try_from(shrink - taken).unwrap_or(u32::MAX);
+                let permits = self.permits.clone();
+                tokio::spawn(async move {
+                    if let Ok(permits) = permits.acquire_many_owned(rest).await {
+                        permits.forget();
+                    }
+                });
+            }
+        }
+        *current = max;
+    }
+
+    /// The limit in force.
+    pub fn max(&self) -> usize {
+        *self
+            .max
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Held by a connection for its whole life (TLS handshake included); dropping it frees a slot.
@@ -28,16 +84,21 @@ pub struct ConnectionPermit {
 
 impl ConnectionSlots {
     /// `server` is shared by every listener of the process; `listener_max` is this listener's.
-    pub fn new(listener_max: usize, server: Arc<Semaphore>) -> Self {
+    pub fn new(listener_max: usize, server: Arc<Limit>) -> Self {
         Self {
-            listener: Arc::new(Semaphore::new(listener_max.min(Semaphore::MAX_PERMITS))),
+            listener: Limit::new(listener_max),
             server,
         }
     }
 
-    /// The process-wide semaphore for `[server] max_connections`.
-    pub fn server_wide(max: usize) -> Arc<Semaphore> {
-        Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS)))
+    /// The process-wide limit, `[server] max_connections`.
+    pub fn server_wide(max: usize) -> Arc<Limit> {
+        Limit::new(max)
+    }
+
+    /// This listener's own limit (a reload resizes it in place).
+    pub fn listener_limit(&self) -> &Limit {
+        &self.listener
     }
 
     /// Wait until one more connection may be accepted: take this listener's permit (only this
@@ -46,18 +107,18 @@ impl ConnectionSlots {
     /// client must not keep the slot from another listener's client. Each wait that starts is
     /// counted. `None` only if a semaphore was closed, which nothing does.
     pub async fn ready(&self, metrics: &ListenerMetrics) -> Option<ListenerSlot> {
-        let listener = match self.listener.clone().try_acquire_owned() {
+        let listener = match self.listener.permits.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
                 metrics.listener_limit_reached();
                 tracing::debug!("listener at max_connections: accepting paused");
-                self.listener.clone().acquire_owned().await.ok()?
+                self.listener.permits.clone().acquire_owned().await.ok()?
             }
         };
-        if self.server.available_permits() == 0 {
+        if self.server.permits.available_permits() == 0 {
             metrics.server_limit_reached();
             tracing::debug!("server at max_connections: accepting paused");
-            drop(self.server.acquire().await.ok()?);
+            drop(self.server.permits.acquire().await.ok()?);
         }
         Some(ListenerSlot(listener))
     }
@@ -70,11 +131,11 @@ impl ConnectionSlots {
         slot: ListenerSlot,
         metrics: &ListenerMetrics,
     ) -> Option<ConnectionPermit> {
-        let server = match self.server.clone().try_acquire_owned() {
+        let server = match self.server.permits.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
                 metrics.server_limit_reached();
-                self.server.clone().acquire_owned().await.ok()?
+                self.server.permits.clone().acquire_owned().await.ok()?
             }
         };
         Some(ConnectionPermit {

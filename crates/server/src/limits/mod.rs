@@ -25,7 +25,7 @@ use sluice_core::Body;
 use crate::metrics::limits::{RequestLimit, RequestLimitMetrics};
 use crate::responses;
 pub use body::{BodyLimitError, limit_body};
-pub use connections::{ConnectionPermit, ConnectionSlots, ListenerSlot};
+pub use connections::{ConnectionPermit, ConnectionSlots, Limit, ListenerSlot};
 
 /// A listener's request limits, checked in the request phase.
 #[derive(Clone, Debug)]

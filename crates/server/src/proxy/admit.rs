@@ -25,13 +25,11 @@ impl ProxyHandler {
         if let Some(slot) = limit.try_acquire() {
             return Ok(peer.start_in(slot));
         }
-        if let Some(m) = metrics {
-            m.queue.queued.inc();
-        }
+        // A guard, not a `dec()` after the await: a client that leaves while queued drops
+        // this future, and the gauge must come down with it.
+        let queued = metrics.map(|m| Queued::start(&m.queue.queued));
         let waited = limit.wait().await;
-        if let Some(m) = metrics {
-            m.queue.queued.dec();
-        }
+        drop(queued);
         let refusal = match waited {
             Ok(slot) => return Ok(peer.start_in(slot)),
             Err(refusal) => refusal,
@@ -59,5 +57,21 @@ impl ProxyHandler {
                 self.group.name()
             ),
         ))
+    }
+}
+
+/// One request in `sluice_upstream_queued` until dropped.
+struct Queued(prometheus_client::metrics::gauge::Gauge);
+
+impl Queued {
+    fn start(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

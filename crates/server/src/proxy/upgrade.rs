@@ -203,6 +203,11 @@ impl super::ProxyHandler {
             Some((route, metrics)) => (route.clone(), Some(metrics.clone())),
             None => (String::new(), None),
         };
+        if let Some(link) = &switch.link {
+            // Before the 101 goes out: from now on the client's bytes are the tunnel's, never a
+            // request head for the header timer to time.
+            link.conn.switched();
+        }
         crate::tunnel::Tunnel {
             downstream: switch.downstream,
             upstream,

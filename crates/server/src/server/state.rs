@@ -22,7 +22,7 @@ use super::StartError;
 use crate::access_log::AccessLogger;
 use crate::cache::zones::Zones;
 use crate::conn::{ListenerState, ListenerTask};
-use crate::limits::{ConnectionSlots, RequestLimits};
+use crate::limits::{ConnectionSlots, Limit, RequestLimits};
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::router::{CompiledRoute, Router};
@@ -36,10 +36,10 @@ pub(super) struct State {
     pub upstreams: Upstreams,
     pub zones: Zones,
     pub routes: Vec<Arc<CompiledRoute>>,
-    /// `[server] max_connections` and its semaphore, shared by every listener.
-    pub server_slots: Option<(usize, Arc<tokio::sync::Semaphore>)>,
-    /// Each listener's `max_connections` and its slots, by listener name.
-    pub listener_slots: HashMap<String, (usize, ConnectionSlots)>,
+    /// `[server] max_connections`, shared by every listener.
+    pub server_slots: Option<Arc<Limit>>,
+    /// Each listener's `max_connections`, by listener name.
+    pub listener_slots: HashMap<String, ConnectionSlots>,
 }
 
 /// Build the state of `config`, reusing what `previous` has that is still valid. Returns it
@@ -92,24 +92,27 @@ pub(super) async fn build(
                 config.log.access
             ))
         })?;
-    let server_max = config.server.max_connections;
+    // Connection limits are kept and resized in place: connections opened before this config
+    // go on counting against them, and a raised limit wakes an accept loop waiting at the old.
     let server_slots = match &previous.server_slots {
-        Some((max, slots)) if *max == server_max => slots.clone(),
-        _ => ConnectionSlots::server_wide(server_max),
+        Some(slots) => {
+            slots.resize(config.server.max_connections);
+            slots.clone()
+        }
+        None => ConnectionSlots::server_wide(config.server.max_connections),
     };
     let mut listener_slots = HashMap::with_capacity(config.listeners.len());
     let mut tasks = Vec::with_capacity(config.listeners.len());
     for listener in &config.listeners {
         let max = listener.limits.max_connections;
         let slots = match previous.listener_slots.get(&listener.name) {
-            Some((old_max, slots))
-                if *old_max == max && server_max_unchanged(previous, server_max) =>
-            {
+            Some(slots) => {
+                slots.listener_limit().resize(max);
                 slots.clone()
             }
-            _ => ConnectionSlots::new(max, server_slots.clone()),
+            None => ConnectionSlots::new(max, server_slots.clone()),
         };
-        listener_slots.insert(listener.name.clone(), (max, slots.clone()));
+        listener_slots.insert(listener.name.clone(), slots.clone());
         // Certificates are read here, so a reload rotates them for new handshakes.
         let acceptor = match &listener.tls {
             Some(t) => Some(TlsAcceptor::from(
@@ -145,14 +148,8 @@ pub(super) async fn build(
         upstreams,
         zones,
         routes,
-        server_slots: Some((server_max, server_slots)),
+        server_slots: Some(server_slots),
         listener_slots,
     };
     Ok((state, tasks))
-}
-
-/// The server-wide limit is the one `previous` had (a listener's slots hold the server's
-/// semaphore, so they are kept only with it).
-fn server_max_unchanged(previous: &State, server_max: usize) -> bool {
-    matches!(&previous.server_slots, Some((max, _)) if *max == server_max)
 }

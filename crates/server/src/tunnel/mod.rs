@@ -35,8 +35,11 @@ use crate::metrics::{TunnelEnd, TunnelMetrics};
 pub struct ConnLink {
     /// Flips to `true` when the server shuts down.
     pub shutdown: watch::Receiver<bool>,
-    /// The connection's count of busy requests (its idle watchdog leaves it open while > 0).
-    pub busy: Arc<AtomicU64>,
+    /// The connection's state: its busy count (its idle watchdog leaves it open while > 0),
+    /// the switch that stops its header timer, and what it holds for its life (its
+    /// `max_connections` permits, its place in `sluice_connections_open`, its drain guard),
+    /// which the tunnel keeps until it ends.
+    pub conn: Arc<crate::idle::ConnState>,
 }
 
 /// Whether `req` asks to switch protocols: an HTTP/1.1 request with `Upgrade` and the `upgrade`
@@ -112,7 +115,7 @@ impl Tunnel {
             protocol,
             hold,
         } = self;
-        let _busy = link.as_ref().map(|link| Busy::start(&link.busy));
+        let _busy = link.as_ref().map(|link| Busy::start(&link.conn.busy()));
         let mut open = metrics.as_ref().map(TunnelMetrics::opened);
         let mut end = |how| {
             if let Some(open) = &mut open {

@@ -372,3 +372,105 @@ async fn tunnels_work_over_tls_with_either_alpn() {
         .collect();
     assert_eq!(paths, ["/tls-h1", "/tls-h2"]);
 }
+
+/// A proxy in front of `upstream` whose one listener has `listener_extra` (limits, timeouts).
+async fn proxy_with_listener(
+    upstream: std::net::SocketAddr,
+    listener_extra: &str,
+) -> sluice_testkit::TestServer {
+    sluice_testkit::start_toml(&format!(
+        r#"
+        [log]
+        access = "off"
+        [admin]
+        address = "127.0.0.1:0"
+        [[listeners]]
+        name = "main"
+        address = "127.0.0.1:0"
+        {listener_extra}
+        [[routes]]
+        name = "ws"
+        proxy = {{ upstream = "backend" }}
+        [upstreams.backend]
+        servers = ["{upstream}"]
+        "#
+    ))
+    .await
+}
+
+/// Once an HTTP/1.1 connection is a tunnel, its bytes are never a request head: the header
+/// timer (`header_read_timeout`, timed from a head's first byte) must not cut a WebSocket that
+/// goes on talking for several times that long.
+#[tokio::test]
+async fn an_http1_tunnel_outlives_header_read_timeout() {
+    let upstream = ws_upstream().await;
+    let server = proxy_with_listener(upstream.addr, r#"header_read_timeout = "300ms""#).await;
+    let (mut ws, _) = h1_client(server.first_addr(), "/echo", None).await.unwrap();
+    let started = Instant::now();
+    let mut sent = 0;
+    // The client keeps talking, a message every 100 ms, for four header timeouts.
+    while started.elapsed() < Duration::from_millis(1200) {
+        let text = format!("message {sent}");
+        ws.send(Message::text(text.clone())).await.unwrap();
+        let echoed = tokio::time::timeout(WAIT, ws.next()).await.unwrap();
+        assert_eq!(
+            echoed.unwrap().unwrap(),
+            Message::text(text),
+            "after {sent} messages"
+        );
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The tunnel lived on: closed cleanly by the client, not cut by a timer.
+    ws.close(None).await.unwrap();
+    while let Some(Ok(_)) = tokio::time::timeout(WAIT, ws.next()).await.unwrap() {}
+    drop(ws);
+    wait_for_metric(
+        &server,
+        "sluice_tunnels_total{route=\"ws\",end=\"closed\"}",
+        1.0,
+    )
+    .await;
+    wait_for_metric(
+        &server,
+        "sluice_tunnels_total{route=\"ws\",end=\"error\"}",
+        0.0,
+    )
+    .await;
+}
+
+/// A tunnel is the connection it came from: it keeps the connection's `max_connections` permit
+/// and its place in `sluice_connections_open`, so WebSockets cannot open more sockets than the
+/// limit allows.
+#[tokio::test]
+async fn tunnels_count_against_max_connections() {
+    let upstream = ws_upstream().await;
+    let server = proxy_with_listener(upstream.addr, "max_connections = 2").await;
+    let addr = server.first_addr();
+    let (mut first, _) = h1_client(addr, "/echo", None).await.unwrap();
+    let (second, _) = h1_client(addr, "/echo", None).await.unwrap();
+    wait_for_metric(&server, "sluice_connections_open{listener=\"main\"}", 2.0).await;
+    // A third waits in the backlog while both tunnels are open...
+    let third = tokio::spawn(async move { h1_client(addr, "/echo", None).await.unwrap() });
+    wait_for_metric(
+        &server,
+        "sluice_connection_limit_reached_total{listener=\"main\",scope=\"listener\"}",
+        1.0,
+    )
+    .await;
+    assert!(
+        !third.is_finished(),
+        "a third tunnel opened past max_connections = 2"
+    );
+    first.send(Message::text("still here")).await.unwrap();
+    assert_eq!(
+        first.next().await.unwrap().unwrap(),
+        Message::text("still here")
+    );
+    // ... and gets its turn when one closes.
+    drop(second);
+    let (mut third, _) = tokio::time::timeout(WAIT, third).await.unwrap().unwrap();
+    third.send(Message::text("third")).await.unwrap();
+    assert_eq!(third.next().await.unwrap().unwrap(), Message::text("third"));
+    wait_for_metric(&server, "sluice_connections_open{listener=\"main\"}", 2.0).await;
+}
