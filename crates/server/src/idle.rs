@@ -18,7 +18,12 @@
 //! not been handed to the service in time.
 //!
 //! A connection that sends nothing at all is closed by the watchdog after `idle_timeout` (a
-//! TLS connection first has to finish its handshake within `tls_handshake_timeout`).
+//! TLS connection first has to finish its handshake within `tls_handshake_timeout`; on a
+//! cleartext port that serves HTTP/2, `conn.rs` reads the first bytes to tell h2c from
+//! HTTP/1.1 within the shorter of `idle_timeout` and `header_read_timeout`).
+//!
+//! A connection that became a tunnel (HTTP/1.1 `Upgrade`, `101`) is marked
+//! [`ConnState::switched`]: its bytes are never a request head, so the timer never runs on it.
 
 use std::pin::Pin;
 use std::sync::Arc;
