@@ -6,6 +6,7 @@
 //! connect, not a reset) until a connection closes and gives its permits back. Nothing is
 //! accepted only to be closed again, and nothing crashes however many clients knock.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -26,6 +27,10 @@ pub struct ConnectionSlots {
 pub struct Limit {
     permits: Arc<Semaphore>,
     max: Mutex<usize>,
+    /// Permits still to take away after the limit was lowered below what is in use: the next
+    /// connections to close keep theirs out of the semaphore instead of giving them back (a
+    /// waiting accept loop, first in the semaphore's queue, must not get them).
+    debt: std::sync::atomic::AtomicUsize,
 }
 
 impl Limit {
@@ -34,6 +39,7 @@ impl Limit {
         Arc::new(Self {
             permits: Arc::new(Semaphore::new(max)),
             max: Mutex::new(max),
+            debt: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -48,22 +54,31 @@ impl Limit {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if max > *current {
-            self.permits.add_permits(max - *current);
+            let mut raise = max - *current;
+            // A lowering not yet paid off is cancelled first.
+            let _ = self.debt.fetch_update(Relaxed, Relaxed, |debt| {
+                let paid = debt.min(raise);
+                raise -= paid;
+                Some(debt - paid)
+            });
+            self.permits.add_permits(raise);
         } else if max < *current {
             let shrink = *current - max;
             let taken = self.permits.forget_permits(shrink);
-            if taken < shrink {
-                // u32: `shrink` is below `Semaphore::MAX_PERMITS`, which fits.
-                let rest = u32::try_from(shrink - taken).unwrap_or(u32::MAX);
-                let permits = self.permits.clone();
-                tokio::spawn(async move {
-                    if let Ok(permits) = permits.acquire_many_owned(rest).await {
-                        permits.forget();
-                    }
-                });
-            }
+            self.debt.fetch_add(shrink - taken, Relaxed);
         }
         *current = max;
+    }
+
+    /// A permit of this limit is given back: kept out instead while the limit owes some.
+    fn release(&self, permit: OwnedSemaphorePermit) {
+        let owed = self
+            .debt
+            .fetch_update(Relaxed, Relaxed, |debt| debt.checked_sub(1))
+            .is_ok();
+        if owed {
+            permit.forget();
+        }
     }
 
     /// The limit in force.
@@ -78,8 +93,19 @@ impl Limit {
 /// Held by a connection for its whole life (TLS handshake included); dropping it frees a slot.
 #[derive(Debug)]
 pub struct ConnectionPermit {
-    _listener: OwnedSemaphorePermit,
-    _server: OwnedSemaphorePermit,
+    listener: Option<(Arc<Limit>, OwnedSemaphorePermit)>,
+    server: Option<(Arc<Limit>, OwnedSemaphorePermit)>,
+}
+
+impl Drop for ConnectionPermit {
+    fn drop(&mut self) {
+        for (limit, permit) in [self.listener.take(), self.server.take()]
+            .into_iter()
+            .flatten()
+        {
+            limit.release(permit);
+        }
+    }
 }
 
 impl ConnectionSlots {
@@ -139,8 +165,8 @@ impl ConnectionSlots {
             }
         };
         Some(ConnectionPermit {
-            _listener: slot.0,
-            _server: server,
+            listener: Some((self.listener.clone(), slot.0)),
+            server: Some((self.server.clone(), server)),
         })
     }
 }

@@ -71,3 +71,40 @@ async fn the_server_wide_limit_spans_listeners() {
         .expect("not served after the other listener's connection closed");
     assert!(answer.unwrap().ends_with("ok"));
 }
+
+/// A reload resizes the limit in place: raised, the client waiting at the old limit is let in
+/// at once; lowered, the connections opened before it count against the new limit.
+#[tokio::test]
+async fn a_reload_resizes_max_connections_in_place() {
+    let config = |max: u32| {
+        format!(
+            "[log]\naccess = \"off\"\n[admin]\naddress = \"127.0.0.1:0\"\n[[listeners]]\nname = \"main\"\naddress = \"127.0.0.1:0\"\nmax_connections = {max}\n[[routes]]\nrespond = {{ body = \"ok\" }}\n"
+        )
+    };
+    let server = start_toml(&config(1)).await;
+    let addr = server.first_addr();
+    let first = served(addr).await;
+    let mut second = waiting_client(addr).await;
+    let admin = server.running().admin_address().unwrap();
+    let labels = [("listener", "main"), ("scope", "listener")];
+    wait_for_metric(admin, "sluice_connection_limit_reached_total", &labels, 1.0).await;
+    assert_unanswered(&mut second).await;
+    // Raised to 2 while `first` stays open: `second` is served without anything closing.
+    server.reload_toml(&config(2)).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), read_response(&mut second))
+        .await
+        .expect("the raised limit let the waiting client in");
+    assert!(answer.unwrap().ends_with("ok"));
+    // Lowered to 1 with two open: a third waits even after one of the two closes...
+    server.reload_toml(&config(1)).await.unwrap();
+    let mut third = waiting_client(addr).await;
+    wait_for_metric(admin, "sluice_connection_limit_reached_total", &labels, 2.0).await;
+    drop(first);
+    assert_unanswered(&mut third).await;
+    // ... and is served once both are gone.
+    drop(second);
+    let answer = tokio::time::timeout(Duration::from_secs(10), read_response(&mut third))
+        .await
+        .expect("served once under the lowered limit");
+    assert!(answer.unwrap().ends_with("ok"));
+}
