@@ -38,16 +38,17 @@ const OPEN: &str = "sluice_connections_open";
 const REACHED: &str = "sluice_connection_limit_reached_total";
 const LISTENER: [(&str, &str); 1] = [("listener", "flood")];
 
-fn config(admin: &str, listener: &str) -> String {
+/// A listener limited to `LIMIT` connections that answers "ok", and an admin listener.
+fn config() -> String {
     format!(
         r#"
         [log]
         access = "off"
         [admin]
-        address = "{admin}"
+        address = "127.0.0.1:0"
         [[listeners]]
         name = "flood"
-        address = "{listener}"
+        address = "127.0.0.1:0"
         max_connections = {LIMIT}
         [[routes]]
         respond = {{ body = "ok" }}
@@ -302,7 +303,7 @@ async fn assert_new_client_served(addr: SocketAddr) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_connections_at_a_limit_of_a_thousand() {
     let clients = clients_that_fit();
-    let server = start_toml(&config("127.0.0.1:0", "127.0.0.1:0")).await;
+    let server = start_toml(&config()).await;
     let addr = server.first_addr();
     let admin = server.running().admin_address().unwrap();
     let (stop, stopped) = watch::channel(false);
@@ -385,7 +386,7 @@ async fn connection_flood_rss_measurement() {
     );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sluice.toml");
-    std::fs::write(&file, config("127.0.0.1:0", "127.0.0.1:0")).unwrap();
+    std::fs::write(&file, config()).unwrap();
     let mut child = Command::new(&bin)
         .args(["serve", "-c"])
         .arg(&file)
