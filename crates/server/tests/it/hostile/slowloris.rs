@@ -181,9 +181,3 @@ async fn slowloris_p99_measurement() {
         loaded - quiet
     );
 }
-
-// TODO(connection limits, issue 11 item 5): "10,000 connections at a 1,000-connection limit
-// (the server keeps serving; RSS bounded)" goes here once `max_connections` lands (built in
-// another branch): open 10,000 connections against a listener limited to 1,000, assert that
-// normal requests are still answered and that the process's RSS stays under a bound, and put the
-// RSS figure with its command in docs/operations.md ("Hostile traffic").
