@@ -9,8 +9,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::{
-    WAIT, extended_connect, h1_client, h2_client, h2_connection, proxy_to, raw_upstream,
-    wait_for_metric, ws_upstream,
+    WAIT, extended_connect, h1_client, h2_client, h2_connection, proxy_to, proxy_with,
+    raw_upstream, wait_for_metric, ws_upstream,
 };
 
 /// A tunnel with no byte either way for `tunnel_idle_timeout` is closed (the client sees its
@@ -373,38 +373,13 @@ async fn tunnels_work_over_tls_with_either_alpn() {
     assert_eq!(paths, ["/tls-h1", "/tls-h2"]);
 }
 
-/// A proxy in front of `upstream` whose one listener has `listener_extra` (limits, timeouts).
-async fn proxy_with_listener(
-    upstream: std::net::SocketAddr,
-    listener_extra: &str,
-) -> sluice_testkit::TestServer {
-    sluice_testkit::start_toml(&format!(
-        r#"
-        [log]
-        access = "off"
-        [admin]
-        address = "127.0.0.1:0"
-        [[listeners]]
-        name = "main"
-        address = "127.0.0.1:0"
-        {listener_extra}
-        [[routes]]
-        name = "ws"
-        proxy = {{ upstream = "backend" }}
-        [upstreams.backend]
-        servers = ["{upstream}"]
-        "#
-    ))
-    .await
-}
-
 /// Once an HTTP/1.1 connection is a tunnel, its bytes are never a request head: the header
 /// timer (`header_read_timeout`, timed from a head's first byte) must not cut a WebSocket that
 /// goes on talking for several times that long.
 #[tokio::test]
 async fn an_http1_tunnel_outlives_header_read_timeout() {
     let upstream = ws_upstream().await;
-    let server = proxy_with_listener(upstream.addr, r#"header_read_timeout = "300ms""#).await;
+    let server = proxy_with(upstream.addr, r#"header_read_timeout = "300ms""#, "", "").await;
     let (mut ws, _) = h1_client(server.first_addr(), "/echo", None).await.unwrap();
     let started = Instant::now();
     let mut sent = 0;
@@ -445,7 +420,7 @@ async fn an_http1_tunnel_outlives_header_read_timeout() {
 #[tokio::test]
 async fn tunnels_count_against_max_connections() {
     let upstream = ws_upstream().await;
-    let server = proxy_with_listener(upstream.addr, "max_connections = 2").await;
+    let server = proxy_with(upstream.addr, "max_connections = 2", "", "").await;
     let addr = server.first_addr();
     let (mut first, _) = h1_client(addr, "/echo", None).await.unwrap();
     let (second, _) = h1_client(addr, "/echo", None).await.unwrap();

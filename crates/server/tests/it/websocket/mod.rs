@@ -148,6 +148,16 @@ pub async fn proxy_to(
     proxy_extra: &str,
     route_extra: &str,
 ) -> sluice_testkit::TestServer {
+    proxy_with(upstream, "", proxy_extra, route_extra).await
+}
+
+/// [`proxy_to`], with `listener_extra` in its listener (named `main`: limits, timeouts).
+pub async fn proxy_with(
+    upstream: SocketAddr,
+    listener_extra: &str,
+    proxy_extra: &str,
+    route_extra: &str,
+) -> sluice_testkit::TestServer {
     sluice_testkit::start_toml(&format!(
         r#"
         [log]
@@ -155,7 +165,9 @@ pub async fn proxy_to(
         [admin]
         address = "127.0.0.1:0"
         [[listeners]]
+        name = "main"
         address = "127.0.0.1:0"
+        {listener_extra}
         [[routes]]
         name = "ws"
         {route_extra}
