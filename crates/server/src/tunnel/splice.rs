@@ -37,15 +37,25 @@ where
     let start = Instant::now();
     // Milliseconds from `start` to the last byte moved, either way.
     let last = Arc::new(AtomicU64::new(0));
+    // Bytes read from each side, counted as they move: a tunnel that ends by error, silence or
+    // shutdown still reports what it carried (copy_bidirectional only tells on a clean end).
+    let (client_read, upstream_read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut client = Stamped {
         inner: client,
         start,
         last: last.clone(),
+        read: client_read.clone(),
     };
     let mut upstream = Stamped {
         inner: upstream,
         start,
         last: last.clone(),
+        read: upstream_read.clone(),
+    };
+    let ended = |end| Spliced {
+        end,
+        from_client: client_read.load(Ordering::Relaxed),
+        from_upstream: upstream_read.load(Ordering::Relaxed),
     };
     let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
     tokio::pin!(copy);
@@ -71,17 +81,17 @@ where
                     },
                     Err(err) => {
                         tracing::debug!("tunnel failed: {err}");
-                        Spliced { end: TunnelEnd::Error, from_client: 0, from_upstream: 0 }
+                        ended(TunnelEnd::Error)
                     }
                 };
             }
             () = &mut shutdown => {
-                return Spliced { end: TunnelEnd::Shutdown, from_client: 0, from_upstream: 0 };
+                return ended(TunnelEnd::Shutdown);
             }
             () = tokio::time::sleep_until(deadline) => {
                 let moved = start + Duration::from_millis(last.load(Ordering::Relaxed));
                 if moved + idle <= Instant::now() {
-                    return Spliced { end: TunnelEnd::IdleTimeout, from_client: 0, from_upstream: 0 };
+                    return ended(TunnelEnd::IdleTimeout);
                 }
                 deadline = moved + idle;
             }
@@ -89,11 +99,13 @@ where
     }
 }
 
-/// A connection that stamps the time whenever a read or write moves bytes.
+/// A connection that stamps the time whenever a read or write moves bytes, and counts the
+/// bytes read from it.
 struct Stamped<T> {
     inner: T,
     start: Instant,
     last: Arc<AtomicU64>,
+    read: Arc<AtomicU64>,
 }
 
 impl<T> Stamped<T> {
@@ -113,8 +125,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for Stamped<T> {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+        let got = buf.filled().len().saturating_sub(before);
+        if matches!(polled, Poll::Ready(Ok(()))) && got > 0 {
             self.stamp();
+            self.read.fetch_add(got as u64, Ordering::Relaxed);
         }
         polled
     }
@@ -170,6 +184,8 @@ mod tests {
         );
         let spliced = task.await.unwrap();
         assert_eq!(spliced.end, TunnelEnd::IdleTimeout);
+        // What it carried is reported on this ending too.
+        assert_eq!((spliced.from_client, spliced.from_upstream), (4, 4));
         // The far ends see the tunnel closed.
         assert_eq!(client_far.read(&mut buf).await.unwrap(), 0);
     }
