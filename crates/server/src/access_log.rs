@@ -279,13 +279,18 @@ mod tests {
         assert_eq!(v["upstream_ms"], serde_json::Value::Null);
     }
 
-    /// A sink that blocks until told to go on, like a pipe nobody reads.
-    struct Stalled(std::sync::Mutex<mpsc::Receiver<()>>);
+    /// A sink that blocks until told to go on, like a pipe nobody reads; it says when a write
+    /// has reached it (the writer thread is then stuck in it).
+    struct Stalled {
+        entered: mpsc::Sender<()>,
+        go_on: std::sync::Mutex<mpsc::Receiver<()>>,
+    }
 
     impl Write for Stalled {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.entered.send(());
             // Blocks until the test lets go (sends, or drops its sender).
-            let _ = self.0.lock().unwrap().recv();
+            let _ = self.go_on.lock().unwrap().recv();
             Ok(buf.len())
         }
 
@@ -297,17 +302,23 @@ mod tests {
     #[test]
     fn a_stalled_sink_drops_lines_instead_of_blocking_or_growing() {
         let (go_on, wait) = mpsc::channel();
+        let (entered, writer_stuck) = mpsc::channel();
         let dropped = Counter::default();
-        let sink = Box::new(Stalled(std::sync::Mutex::new(wait)));
+        let sink = Box::new(Stalled {
+            entered,
+            go_on: std::sync::Mutex::new(wait),
+        });
         let logger =
             AccessLogger::with_writer(sink, AccessLogFormat::Combined, 4, dropped.clone()).unwrap();
-        // Every write returns at once (the test would hang otherwise): the writer holds at most
-        // one line, the queue 4, and the rest are dropped.
+        // One line, and the writer thread is stuck in the sink with it (the queue is empty).
+        logger.write(&entry(), 1, true);
+        writer_stuck.recv().unwrap();
+        // Every write returns at once (the test would hang otherwise): the queue takes 4, the
+        // other 96 are dropped and counted.
         for _ in 0..100 {
             logger.write(&entry(), 1, true);
         }
-        let dropped_now = dropped.get();
-        assert!((95..=96).contains(&dropped_now), "{dropped_now} dropped");
+        assert_eq!(dropped.get(), 96);
         drop(go_on);
     }
 }
