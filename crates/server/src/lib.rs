@@ -34,5 +34,6 @@ pub mod tls;
 pub mod tunnel;
 pub mod unread_body;
 pub mod upstreams;
+mod write_through;
 
 pub use server::{BoundListener, Changes, ReloadSummary, RunningServer, StartError, start};
