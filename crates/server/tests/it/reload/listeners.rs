@@ -9,6 +9,17 @@ use sluice_testkit::{Offer, client, start_toml_in};
 
 use super::KeepAlive;
 
+/// One TLS listener on the certificate in `tls/` of the server's directory, answering `ok`.
+const TLS_CONFIG: &str = r#"
+    [log]
+    access = "off"
+    [[listeners]]
+    address = "127.0.0.1:0"
+    tls = { cert = "tls/cert.pem", key = "tls/key.pem" }
+    [[routes]]
+    respond = { body = "ok" }
+"#;
+
 fn leaf_of(pem_file: &std::path::Path) -> Vec<u8> {
     let pem = std::fs::read(pem_file).unwrap();
     CertificateDer::pem_slice_iter(&pem)
@@ -29,15 +40,7 @@ async fn a_reload_rotates_the_certificate_for_new_handshakes() {
         leaf_of(&dir.join("tls/cert.pem"))
     };
     let first = write("first.test");
-    let toml = r#"
-        [log]
-        access = "off"
-        [[listeners]]
-        address = "127.0.0.1:0"
-        tls = { cert = "tls/cert.pem", key = "tls/key.pem" }
-        [[routes]]
-        respond = { body = "ok" }
-    "#;
+    let toml = TLS_CONFIG;
     let server = start_toml_in(dir, toml).await;
     let addr = server.first_addr();
     assert_eq!(
@@ -60,15 +63,7 @@ async fn an_unreadable_certificate_refuses_the_reload_and_the_old_one_serves() {
     let dir = temp.path();
     let cert = sluice::cert::generate(&["one.test".to_string()]).unwrap();
     sluice::cert::write_files(&cert, &dir.join("tls")).unwrap();
-    let toml = r#"
-        [log]
-        access = "off"
-        [[listeners]]
-        address = "127.0.0.1:0"
-        tls = { cert = "tls/cert.pem", key = "tls/key.pem" }
-        [[routes]]
-        respond = { body = "ok" }
-    "#;
+    let toml = TLS_CONFIG;
     let server = start_toml_in(dir, toml).await;
     let addr = server.first_addr();
     let good = leaf_of(&dir.join("tls/cert.pem"));
