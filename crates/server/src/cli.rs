@@ -19,7 +19,7 @@ use sluice_config::{
 use sluice_core::SidecarCoding;
 
 use crate::lifecycle::fail;
-use crate::lifecycle::with_runtime;
+use crate::lifecycle::{with_pool_runtime, with_runtime};
 use crate::{cert, lifecycle};
 
 #[derive(Parser)]
@@ -525,7 +525,9 @@ fn run_origin(args: OriginArgs) -> ExitCode {
         return fail("give --listen ADDR and/or --unix PATH");
     }
     let (level, workers) = (args.common.log_level.clone(), args.common.workers);
-    with_runtime(&level, workers, |mut signals| async move {
+    // The lab's stand-in application, not the server under test: tokio's work-stealing pool,
+    // so `--workers N` origins use N cores without a hand-over of their own.
+    with_pool_runtime(&level, workers, |mut signals| async move {
         let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions { name: args.name });
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
@@ -584,7 +586,7 @@ fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
 
 fn run_demo(args: DemoArgs) -> ExitCode {
     let (level, workers) = (args.common.log_level.clone(), args.common.workers);
-    with_runtime(&level, workers, |mut signals| async move {
+    with_runtime(&level, workers, |mut signals, workers| async move {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut servers = Vec::new();
         for name in ["origin-a", "origin-b"] {
@@ -631,7 +633,7 @@ fn run_demo(args: DemoArgs) -> ExitCode {
         config.admin = Some(sluice_config::Admin {
             address: args.admin,
         });
-        let server = match crate::start(&config).await {
+        let server = match crate::start_on(&config, workers).await {
             Ok(server) => server,
             Err(e) => return fail(&e.to_string()),
         };

@@ -33,6 +33,7 @@ use crate::limits::ConnectionSlots;
 use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
 use crate::proxy_protocol::{self, Prefixed};
+use crate::workers::Workers;
 
 /// What a listener's connections read when they are accepted, for one config. The socket
 /// itself is not in here: the accept loop owns it, so it closes the moment accepting stops, not
@@ -132,6 +133,7 @@ pub async fn accept_loop(
     shared: SharedState,
     mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
+    workers: Workers,
 ) {
     let mut backoff = Duration::from_millis(5);
     loop {
@@ -179,7 +181,7 @@ pub async fn accept_loop(
         // Held as long as the connection, or the tunnel it may become, is open (`idle.rs`).
         let held = (open, permit, drain.clone());
         let (shared, stop) = (shared.clone(), stop.clone());
-        tokio::spawn(async move {
+        workers.spawn(stream, move |stream| async move {
             serve_stream(
                 &task,
                 shared,

@@ -34,6 +34,9 @@ pub mod tls;
 pub mod tunnel;
 pub mod unread_body;
 pub mod upstreams;
+pub mod workers;
 mod write_through;
 
-pub use server::{BoundListener, Changes, ReloadSummary, RunningServer, StartError, start};
+pub use server::{
+    BoundListener, Changes, ReloadSummary, RunningServer, StartError, start, start_on,
+};

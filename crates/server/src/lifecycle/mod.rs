@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use sluice_config::Config;
 
 use crate::server::{ReloadSummary, RunningServer};
+use crate::workers::{Runtimes, Workers};
 pub use pid_file::PidFile;
 pub use signals::{Event, Signals};
 
@@ -103,17 +104,24 @@ pub fn request_reload(path: &Path) -> ExitCode {
 /// reads it again; without one (the quick commands) SIGHUP is logged and ignored.
 pub fn serve(config: Config, source: Option<PathBuf>) -> ExitCode {
     let (level, workers) = (config.log.level.clone(), config.server.workers);
-    with_runtime(&level, workers, |signals| run(config, source, signals))
+    with_runtime(&level, workers, |signals, workers| {
+        run(config, source, signals, workers)
+    })
 }
 
-async fn run(mut config: Config, source: Option<PathBuf>, mut signals: Signals) -> ExitCode {
+async fn run(
+    mut config: Config,
+    source: Option<PathBuf>,
+    mut signals: Signals,
+    workers: Workers,
+) -> ExitCode {
     // Before the listeners: once sluice says it is listening, `sluice reload` finds it. Removed
     // again (dropped) if start-up fails.
     let mut pid = match write_pid_file(config.server.pid_file.as_deref()) {
         Ok(pid) => pid,
         Err(message) => return fail(&message),
     };
-    let server = match crate::start(&config).await {
+    let server = match crate::start_on(&config, workers).await {
         Ok(server) => server,
         Err(e) => {
             drop(pid);
@@ -179,27 +187,46 @@ fn init_tracing(level: &str) {
         .try_init();
 }
 
-fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = workers {
-        builder.worker_threads(n.max(1));
-    }
-    builder.enable_all().thread_name("sluice-worker").build()
+/// Set up diagnostics and `workers` single-threaded runtimes (`workers.rs` says why), install
+/// the signal handlers, and run `serve` on the first with them: the shared frame of every
+/// command that serves until a signal. `serve` hands connections to the others through the
+/// [`Workers`] it is given; the other threads stop once it returns.
+pub fn with_runtime<F, Fut>(log_level: &str, workers: Option<usize>, serve: F) -> ExitCode
+where
+    F: FnOnce(Signals, Workers) -> Fut,
+    Fut: Future<Output = ExitCode>,
+{
+    init_tracing(log_level);
+    let runtimes = match Runtimes::start(workers) {
+        Ok(runtimes) => runtimes,
+        Err(e) => return fail(&format!("starting the worker threads: {e}")),
+    };
+    let workers = runtimes.workers.clone();
+    runtimes.main.block_on(async move {
+        match Signals::install() {
+            Ok(signals) => serve(signals, workers).await,
+            Err(e) => fail(&format!("installing signal handlers: {e}")),
+        }
+    })
 }
 
-/// Set up diagnostics and a runtime with `workers` threads, install the signal handlers, and
-/// run `serve` with them: the shared frame of every command that serves until a signal.
-pub fn with_runtime<F, Fut>(log_level: &str, workers: Option<usize>, serve: F) -> ExitCode
+/// [`with_runtime`] on tokio's work-stealing runtime with `workers` threads, for commands
+/// whose tasks do not come from sluice's accept loops (the demo origin).
+pub fn with_pool_runtime<F, Fut>(log_level: &str, workers: Option<usize>, serve: F) -> ExitCode
 where
     F: FnOnce(Signals) -> Fut,
     Fut: Future<Output = ExitCode>,
 {
     init_tracing(log_level);
-    let rt = match runtime(workers) {
-        Ok(rt) => rt,
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(n.max(1));
+    }
+    let runtime = match builder.enable_all().thread_name("sluice-origin").build() {
+        Ok(runtime) => runtime,
         Err(e) => return fail(&format!("starting the runtime: {e}")),
     };
-    rt.block_on(async move {
+    runtime.block_on(async move {
         match Signals::install() {
             Ok(signals) => serve(signals).await,
             Err(e) => fail(&format!("installing signal handlers: {e}")),

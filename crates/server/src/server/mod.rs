@@ -24,6 +24,7 @@ use crate::cache::zones::Zones;
 use crate::conn::{ListenerState, accept_loop};
 use crate::metrics::Metrics;
 use crate::upstreams::{self, HealthChecks};
+use crate::workers::Workers;
 use sockets::{AdminSlot, LiveAdmin, LiveListener, Slot, Sockets};
 use state::State;
 pub use summary::{Changes, ReloadSummary};
@@ -78,10 +79,17 @@ struct Running {
     admin_zones: SharedZones,
     /// Cloned into every accept loop and connection; shutdown waits until all are dropped.
     drain: mpsc::Sender<()>,
+    /// Where the accept loops hand their connections.
+    workers: Workers,
 }
 
-/// Bind every listener and start serving.
+/// Bind every listener and start serving, every connection on the calling runtime.
 pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
+    start_on(config, Workers::here()).await
+}
+
+/// Bind every listener and start serving; accepted connections go to `workers`.
+pub async fn start_on(config: &Config, workers: Workers) -> Result<RunningServer, StartError> {
     let metrics = Metrics::new();
     let (new_state, listeners) = state::build(config, &metrics, &State::default()).await?;
     let sockets = sockets::bind(config, &[], None).await?;
@@ -94,6 +102,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
         admin: None,
         admin_zones: Arc::new(ArcSwap::from_pointee(Zones::default())),
         drain,
+        workers,
     };
     running.commit(new_state, listeners, sockets);
     Ok(RunningServer {
@@ -257,6 +266,7 @@ impl Running {
                         shared.clone(),
                         stopped,
                         self.drain.clone(),
+                        self.workers.clone(),
                     ));
                     LiveListener {
                         configured: listener.address,
