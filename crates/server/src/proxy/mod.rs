@@ -144,6 +144,9 @@ impl ProxyHandler {
                 Err(refusal) => return Ok(*refusal),
             }
         }
+        if switch.is_none() {
+            body = self.buffered(body).await?;
+        }
         let host = client_host(&parts);
         let pick_uri = parts.uri.clone();
         // After the client's host was read from the target and its URI kept for the pick: only
@@ -279,30 +282,13 @@ impl ProxyHandler {
                     }
                     return Ok(self.response(response, guard, peer.index()));
                 }
-                Ok(Err(err)) if decoding_refused(&err).is_some() => {
-                    // The client's body was a bomb or corrupt: its fault, no failure counted.
-                    let kind = decoding_refused(&err).unwrap_or(ErrorKind::BadRequest);
-                    let what = if kind == ErrorKind::PayloadTooLarge {
-                        "the decoded request body exceeds the route's limits"
-                    } else {
-                        "the request body is not valid for its Content-Encoding"
-                    };
-                    return Err(Error::downstream(kind, what).with_source(err));
-                }
-                Ok(Err(err)) if client_fault(&err).is_some() => {
-                    // The client's fault, not the server's: no failure counted, no retry.
-                    let kind = client_fault(&err).unwrap_or(ErrorKind::BadRequest);
-                    let what = if let Some(limit) = body_limit(&err) {
-                        limit.to_string()
-                    } else if kind == ErrorKind::RequestTimeout {
-                        format!(
-                            "the request body stalled for more than {:?}",
-                            self.upstream.timeouts.idle
-                        )
-                    } else {
-                        "the request body broke off before its end".to_string()
-                    };
-                    return Err(Error::downstream(kind, what).with_source(err));
+                Ok(Err(err)) if self.body_refused(&err).is_some() => {
+                    // The client's body was a bomb, corrupt, too large, too slow or cut off:
+                    // its fault, not the server's: no failure counted, no retry.
+                    return Err(self.body_refused(&err).map_or_else(
+                        || Error::downstream(ErrorKind::BadRequest, "bad request body"),
+                        |refused| refused.with_source(err),
+                    ));
                 }
                 Ok(Err(err)) => {
                     let server = address_label(peer.address());
@@ -422,6 +408,68 @@ impl ProxyHandler {
         tokio::time::timeout(self.upstream.timeouts.response_header, sent)
             .await
             .map_err(|_| Timeout::Response)
+    }
+
+    /// Why the client's request body made `err` (the error of an upstream attempt, or of
+    /// reading the body here), as the response to send: a bomb or corrupt coding (413/400), a
+    /// body limit (413/408), a stall (408), a body cut off (400). `None`: not the body's fault.
+    fn body_refused(&self, err: &(dyn std::error::Error + 'static)) -> Option<Error> {
+        if let Some(kind) = decoding_refused(err) {
+            let what = if kind == ErrorKind::PayloadTooLarge {
+                "the decoded request body exceeds the route's limits"
+            } else {
+                "the request body is not valid for its Content-Encoding"
+            };
+            return Some(Error::downstream(kind, what));
+        }
+        let kind = client_fault(err)?;
+        let what = if let Some(limit) = body_limit(err) {
+            limit.to_string()
+        } else if kind == ErrorKind::RequestTimeout {
+            format!(
+                "the request body stalled for more than {:?}",
+                self.upstream.timeouts.idle
+            )
+        } else {
+            "the request body broke off before its end".to_string()
+        };
+        Some(Error::downstream(kind, what))
+    }
+
+    /// A request body of known length up to [`BUFFER_BODY_UP_TO`] is read whole before an
+    /// upstream is picked, as nginx does by default (`proxy_request_buffering on`): the
+    /// upstream request then goes out as one write of head and body, instead of a write per
+    /// piece of the body as it arrives (seed 000's 40 KB POST arrived in several reads), and an
+    /// upstream connection is not held while a slow client uploads. The limits still apply
+    /// while it is read (they sit in the body); a body that stalls for the upstream's idle
+    /// timeout gets the same 408 as when it streams. Larger bodies, bodies of unknown length
+    /// and decoded bodies stream. Trailers, when an HTTP/2 client sends them, are kept.
+    async fn buffered(&self, body: Body) -> Result<Body, Error> {
+        use http_body_util::BodyExt;
+        let Body::Stream(_) = &body else {
+            return Ok(body);
+        };
+        if !body
+            .size_hint()
+            .exact()
+            .is_some_and(|len| len > 0 && len <= BUFFER_BODY_UP_TO)
+        {
+            return Ok(body);
+        }
+        let read = IdleTimeout::new(body, self.upstream.timeouts.idle, Side::Downstream, None);
+        match read.collect().await {
+            Ok(collected) if collected.trailers().is_some() => Ok(Body::stream(collected)),
+            Ok(collected) => Ok(Body::full(collected.to_bytes())),
+            Err(err) => Err(self
+                .body_refused(err.as_ref())
+                .unwrap_or_else(|| {
+                    Error::downstream(
+                        ErrorKind::BadRequest,
+                        "the request body broke off before its end",
+                    )
+                })
+                .with_source(err)),
+        }
     }
 
     /// A streamed body of unknown length that turns out to be empty goes upstream as no body
@@ -560,6 +608,10 @@ fn client_host(parts: &http::request::Parts) -> Option<HeaderValue> {
         None => parts.headers.get(header::HOST).cloned(),
     }
 }
+
+/// Request bodies of known length up to this size are read whole before they are forwarded
+/// ([`ProxyHandler::buffered`]); HAProxy's buffer size, which holds such a request whole too.
+const BUFFER_BODY_UP_TO: u64 = 64 * 1024;
 
 /// A placeholder head left behind when the real one has been moved into the only attempt.
 fn empty_parts() -> http::request::Parts {

@@ -314,3 +314,59 @@ async fn trailers_reach_an_http2_client_from_an_http2_upstream() {
         "{trailers:?}"
     );
 }
+
+#[tokio::test]
+async fn a_small_request_body_read_whole_before_forwarding_keeps_its_trailers() {
+    // Bodies of known length up to 64 KiB are read whole before they go upstream (nginx's
+    // request buffering); an HTTP/2 client's trailers after such a body still reach an HTTP/2
+    // upstream, and the body arrives byte for byte.
+    let (addr, _) = serve_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+        let collected = req.into_body().collect().await.unwrap();
+        let trailer = collected
+            .trailers()
+            .and_then(|t| t.get("x-checksum"))
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = collected.to_bytes();
+        hyper::Response::new(sluice_core::Body::full(format!(
+            "{} bytes, {} 'a', trailer {trailer:?}",
+            body.len(),
+            body.iter().filter(|b| **b == b'a').count()
+        )))
+    })
+    .await;
+    let server = proxy_in_front(&format!("servers = [\"{addr}\"]\nhttp2 = true")).await;
+
+    let h2c = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<sluice_core::Body>();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-checksum", http::HeaderValue::from_static("abc"));
+    let frames = vec![
+        Ok::<_, std::io::Error>(hyper::body::Frame::data(bytes::Bytes::from(vec![
+            b'a';
+            30_000
+        ]))),
+        Ok(hyper::body::Frame::data(bytes::Bytes::from(vec![
+            b'a';
+            10_000
+        ]))),
+        Ok(hyper::body::Frame::trailers(trailers)),
+    ];
+    let request = hyper::Request::post(server.url("/upload"))
+        .header("te", "trailers")
+        .header("content-length", "40000")
+        .body(sluice_core::Body::stream(http_body_util::StreamBody::new(
+            futures_util::stream::iter(frames),
+        )))
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(10), h2c.request(request))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        String::from_utf8_lossy(&text),
+        "40000 bytes, 40000 'a', trailer Some(\"abc\")"
+    );
+}
