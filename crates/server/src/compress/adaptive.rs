@@ -204,6 +204,7 @@ pub fn fastest_level(algorithm: Compression) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// Feed `readings` (percent) from `state` against `max` percent; the steps after each.
@@ -270,7 +271,7 @@ mod tests {
         let mut levels = [None; Compression::ALL.len()];
         levels[Compression::GZIP.index()] = Some(6);
         let adaptive = Adaptive::new(
-            CpuShare::from_percent(50).unwrap_or_else(|| unreachable!()),
+            CpuShare::from_percent(50).unwrap(),
             &[Compression::GZIP, Compression::BR],
             &levels,
             |a| {
@@ -296,5 +297,70 @@ mod tests {
             adaptive.sampled(0);
         }
         assert_eq!(adaptive.step(), F);
+    }
+
+    /// A response that started compressing keeps its level to the end, however the CPU moves;
+    /// the next one follows the new step.
+    #[tokio::test]
+    async fn a_streaming_response_keeps_the_level_it_started_with() {
+        use bytes::Bytes;
+        use http::header::{self, HeaderMap, HeaderValue};
+        use http::{Method, Response};
+        use http_body_util::BodyExt;
+        use sluice_core::Body;
+
+        use super::super::{AcceptEncoding, RouteCompression};
+
+        let cpu = crate::cpu::CpuLoad::new(Gauge::default());
+        cpu.sample_for_tests(0);
+        let config = sluice_config::Compress {
+            algorithms: vec![Compression::GZIP],
+            max_cpu: CpuShare::from_percent(50),
+            ..sluice_config::Compress::default()
+        };
+        let route = RouteCompression::new(&config, crate::metrics::Metrics::new().compress("r"))
+            .adapt_to_cpu(CpuShare::from_percent(50).unwrap(), &cpu, |_| {
+                Gauge::default()
+            });
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        let accept = AcceptEncoding::of(&headers);
+        let streamed = |tx: &mut Option<tokio::sync::mpsc::Sender<Bytes>>| {
+            let (sender, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+            *tx = Some(sender);
+            let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                let chunk = rx.recv().await?;
+                Some((Ok::<_, std::io::Error>(http_body::Frame::data(chunk)), rx))
+            });
+            let mut response = Response::new(Body::stream(http_body_util::StreamBody::new(stream)));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            response
+        };
+
+        let mut tx = None;
+        let mut first = streamed(&mut tx);
+        let outcome = route.apply(&Method::GET, &accept, &mut first).await;
+        assert_eq!(outcome.encoding, Some("gzip"));
+        let text = "a streamed line of text\n".repeat(200);
+        let sender = tx.take().unwrap();
+        sender.send(Bytes::from(text.clone())).await.ok();
+        // The CPU rises to identity while the first response streams.
+        cpu.sample_for_tests(90);
+        cpu.sample_for_tests(90);
+        sender.send(Bytes::from(text.clone())).await.ok();
+        drop(sender);
+        let body = first.into_body().collect().await.map(|b| b.to_bytes());
+        let body = body.unwrap();
+        let mut decoded = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut decoded)
+            .unwrap();
+        assert_eq!(decoded, text.repeat(2), "one whole gzip stream");
+
+        let mut second = streamed(&mut tx);
+        let outcome = route.apply(&Method::GET, &accept, &mut second).await;
+        assert_eq!((outcome.decision, outcome.encoding), ("cpu", None));
+        assert_eq!(second.headers()[header::VARY], "Accept-Encoding");
     }
 }
