@@ -326,6 +326,31 @@ pub struct Compress {
     /// Longest time compressed output is held back while the response is still streaming;
     /// zero flushes after every chunk.
     pub flush_delay: Duration,
+    /// CPU-adaptive compression (`max_cpu = "80%"`): above this share of the workers' CPU,
+    /// on-the-fly compression steps down to the fastest level, then to identity. `None` (the
+    /// default) always compresses at `levels`. `docs/performance.md` has the design.
+    pub max_cpu: Option<CpuShare>,
+}
+
+/// A share of the CPU the process's worker threads can use together, as a whole percentage in
+/// `1..=100` (so the same value means the same load on 1 or 16 workers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CpuShare(u8);
+
+impl CpuShare {
+    /// `percent` in `1..=100`, else `None`.
+    pub const fn from_percent(percent: u8) -> Option<Self> {
+        if percent >= 1 && percent <= 100 {
+            Some(Self(percent))
+        } else {
+            None
+        }
+    }
+
+    /// The share as a percentage, `1..=100`.
+    pub const fn percent(self) -> u8 {
+        self.0
+    }
 }
 
 impl Default for Compress {
@@ -336,6 +361,7 @@ impl Default for Compress {
             min_length: 256,
             types: None,
             flush_delay: Duration::from_millis(50),
+            max_cpu: None,
         }
     }
 }

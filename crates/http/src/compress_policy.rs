@@ -98,6 +98,10 @@ pub enum SkipReason {
     /// A precompressed sidecar file was served (its producer marks the response with
     /// [`Precompressed`]); nothing is left to compress.
     Precompressed,
+    /// The response would have been compressed, but the process is above the route's CPU
+    /// limit (`max_cpu`), so it goes out as identity. Never returned by [`decide`]: the server,
+    /// which samples the CPU, decides this after the policy said `Compress`.
+    Cpu,
 }
 
 /// Response extension set by whoever serves an already-encoded variant on purpose (static
@@ -137,6 +141,7 @@ impl SkipReason {
             SkipReason::TooSmall => "too_small",
             SkipReason::NotAccepted => "not_accepted",
             SkipReason::Precompressed => "precompressed",
+            SkipReason::Cpu => "cpu",
         }
     }
 }
@@ -144,12 +149,13 @@ impl SkipReason {
 impl Decision {
     /// Whether the response should carry `Vary: Accept-Encoding`: the type was compressible, so
     /// another request for the same resource could get another coding (too small today may not
-    /// be tomorrow). A `304` must repeat the `Vary` of its `200` (RFC 9110 §15.4.5); it has no
+    /// be tomorrow; identity for CPU now may be compressed once the load falls). A `304` must repeat the `Vary` of its `200` (RFC 9110 §15.4.5); it has no
     /// type to decide from, so its producer (who knows the resource) calls [`add_vary`] itself.
     pub const fn wants_vary(self) -> bool {
         matches!(
             self,
-            Decision::Compress(_) | Decision::Skip(SkipReason::TooSmall | SkipReason::NotAccepted)
+            Decision::Compress(_)
+                | Decision::Skip(SkipReason::TooSmall | SkipReason::NotAccepted | SkipReason::Cpu)
         )
     }
 }

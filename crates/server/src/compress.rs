@@ -13,9 +13,11 @@
 //! coding and then served from memory, decided exactly as on the fly; only how the bytes are
 //! produced differs.
 
+mod adaptive;
 mod variants;
 
 use std::pin::Pin;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,7 +26,8 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use sluice_config::Compress;
+use prometheus_client::metrics::gauge::Gauge;
+use sluice_config::{Compress, CpuShare};
 use sluice_core::{Body, BoxError, Compression, ContentCoding};
 use sluice_http::compress::{CompressBody, CompressOptions, Encoder};
 use sluice_http::compress_policy::{
@@ -32,7 +35,10 @@ use sluice_http::compress_policy::{
     apply_headers, weaken_etag,
 };
 
+use crate::cpu::{CpuLoad, CpuWatcher};
 use crate::metrics::{CompressBytes, CompressMetrics};
+pub use adaptive::CALM_SAMPLES;
+use adaptive::{Adaptive, Step};
 pub use variants::STORE_BYTES as VARIANT_STORE_BYTES;
 use variants::Variants;
 
@@ -45,6 +51,8 @@ pub struct RouteCompression {
     metrics: CompressMetrics,
     /// Variants of static files kept in memory; `None` on other routes.
     variants: Option<Variants>,
+    /// The CPU-adaptive controller, on routes with `max_cpu`.
+    adaptive: Option<Arc<Adaptive>>,
 }
 
 /// What the access log says about compression for one response.
@@ -78,7 +86,29 @@ impl RouteCompression {
             flush_delay: config.flush_delay,
             metrics,
             variants: None,
+            adaptive: None,
         }
+    }
+
+    /// Adapt on-the-fly compression to the process's CPU share sampled by `cpu` (`max_cpu`,
+    /// `adaptive.rs`); `gauge` gives the level gauge of an algorithm.
+    pub fn adapt_to_cpu(
+        mut self,
+        max_cpu: CpuShare,
+        cpu: &CpuLoad,
+        gauge: impl Fn(Compression) -> Gauge,
+    ) -> Self {
+        let algorithms: Vec<Compression> = self
+            .policy
+            .offered
+            .iter()
+            .filter_map(|&coding| Compression::new(coding))
+            .collect();
+        let adaptive = Arc::new(Adaptive::new(max_cpu, &algorithms, &self.levels, gauge));
+        let watcher: Weak<dyn CpuWatcher> = Arc::downgrade(&adaptive) as Weak<dyn CpuWatcher>;
+        cpu.watch(watcher);
+        self.adaptive = Some(adaptive);
+        self
     }
 
     /// Keep up to `max_bytes` of compressed variants of responses marked with a
@@ -226,7 +256,13 @@ impl RouteCompression {
             add_vary(response.headers_mut());
             return Decision::Skip(SkipReason::NotAccepted);
         };
-        match self.stored(method, algorithm, response).await {
+        // Read once: this response keeps its level however the CPU moves while it streams.
+        let step = self
+            .adaptive
+            .as_ref()
+            .map_or(Step::Configured, |adaptive| adaptive.step());
+        let make = step != Step::Identity;
+        match self.stored(method, algorithm, response, make).await {
             Some(Ok(())) => return Decision::Compress(encoding),
             Some(Err(err)) => {
                 // As when no encoder can be made: identity is always acceptable.
@@ -236,6 +272,12 @@ impl RouteCompression {
             }
             None => {}
         }
+        if step == Step::Identity {
+            // Identity for now, the coding again once the load falls: the choice still depends
+            // on `Accept-Encoding`, so caches must keep the variants apart (RFC 9110 §12.5.5).
+            add_vary(response.headers_mut());
+            return Decision::Skip(SkipReason::Cpu);
+        }
         if method == Method::HEAD {
             apply_headers(response.headers_mut(), encoding);
             // hyper derives a HEAD's `Content-Length` from an in-memory body: that would be
@@ -243,7 +285,11 @@ impl RouteCompression {
             *response.body_mut() = Body::Empty;
             return Decision::Compress(encoding);
         }
-        let encoder = match Encoder::new(algorithm, self.levels[algorithm.index()]) {
+        let level = match step {
+            Step::Fastest => Some(adaptive::fastest_level(algorithm)),
+            Step::Configured | Step::Identity => self.levels[algorithm.index()],
+        };
+        let encoder = match Encoder::new(algorithm, level) {
             Ok(encoder) => encoder,
             Err(err) => {
                 // Only a zstd context that cannot be allocated gets here; identity is always

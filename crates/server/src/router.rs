@@ -39,12 +39,13 @@ pub struct CompiledRoute {
 
 impl CompiledRoute {
     /// `upstreams` holds the running group and client of every upstream, by name; `metrics`
-    /// hands out the route's metric handles.
+    /// hands out the route's metric handles; `cpu` samples the process for `max_cpu`.
     pub fn compile(
         route: &Route,
         upstreams: &crate::upstreams::Upstreams,
         zones: &crate::cache::zones::Zones,
         metrics: &crate::metrics::Metrics,
+        cpu: &crate::cpu::CpuLoad,
     ) -> Result<Self, sluice_core::Error> {
         let handler = match &route.action {
             Action::Static(cfg) => {
@@ -72,7 +73,12 @@ impl CompiledRoute {
             }
         };
         let compression = route.compress.as_ref().map(|c| {
-            let compression = RouteCompression::new(c, metrics.compress(&route.name));
+            let mut compression = RouteCompression::new(c, metrics.compress(&route.name));
+            if let Some(max_cpu) = c.max_cpu {
+                compression = compression.adapt_to_cpu(max_cpu, cpu, |algorithm| {
+                    metrics.compress_level(&route.name, algorithm)
+                });
+            }
             match handler {
                 // Static files are compressed once per coding and version, then served from
                 // memory (compress once, serve many).

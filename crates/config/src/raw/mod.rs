@@ -161,6 +161,7 @@ pub(crate) struct RawCompress {
     pub min_length: Option<Spanned<Scalar>>,
     pub types: Option<Spanned<OneOrMany>>,
     pub flush_delay: Option<Spanned<Scalar>>,
+    pub max_cpu: Option<Spanned<Scalar>>,
 }
 
 /// `levels = { gzip = 2, br = 4, zstd = 3 }` of `compress`: one key per algorithm.

@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::Cx;
 use super::routes::quoted_list;
-use crate::model::{Compress, CompressLevels};
+use crate::model::{Compress, CompressLevels, CpuShare};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawCompress, RawCompressLevels, Scalar};
 use crate::schema::closest;
@@ -41,13 +41,75 @@ pub(super) fn compress(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCompress) -> Co
         d.flush_delay,
         None,
     );
+    let max_cpu = raw
+        .max_cpu
+        .as_ref()
+        .and_then(|value| max_cpu(cx, &path.key("max_cpu"), value));
     Compress {
         algorithms,
         levels,
         min_length,
         types,
         flush_delay,
+        max_cpu,
     }
+}
+
+/// `max_cpu = "80%"`: a whole percentage of the workers' CPU, `1%` to `100%`. The `%` is
+/// required so the unit is on the page (a bare `80` or `0.8` could be read either way).
+fn max_cpu(cx: &mut Cx<'_>, path: &KeyPath, value: &Spanned<Scalar>) -> Option<CpuShare> {
+    const SHARE: &str = "100% is every worker thread busy";
+    let (message, hint) = match value.get_ref() {
+        Scalar::Str(text) => {
+            let text = text.trim();
+            match text.strip_suffix('%').map(str::trim_end) {
+                Some(number) => match number.parse::<u64>() {
+                    Ok(0) => (
+                        "max_cpu must be more than 0%".to_owned(),
+                        "0% would never compress: leave `max_cpu` out to always compress, or remove `compress`".to_owned(),
+                    ),
+                    Ok(n) if n <= 100 => {
+                        // In 1..=100, so both conversions succeed.
+                        return u8::try_from(n).ok().and_then(CpuShare::from_percent);
+                    }
+                    Ok(n) => (
+                        format!("max_cpu must be at most 100%, found {n}%"),
+                        format!("{SHARE}; e.g. \"80%\""),
+                    ),
+                    Err(_) if number.parse::<f64>().is_ok_and(f64::is_finite) => (
+                        format!("max_cpu must be a whole percentage, found `{text}`"),
+                        format!("write e.g. \"{}%\"", number.parse::<f64>().unwrap_or(80.0).round()),
+                    ),
+                    Err(_) => (
+                        format!("expected a percentage, found string {text:?}"),
+                        format!("write a share of the workers' CPU, e.g. \"80%\" ({SHARE})"),
+                    ),
+                },
+                None if text.parse::<f64>().is_ok() => (
+                    format!("a CPU share needs a `%`, found string {text:?}"),
+                    format!("write \"{text}%\""),
+                ),
+                None => (
+                    format!("expected a percentage, found string {text:?}"),
+                    format!("write a share of the workers' CPU, e.g. \"80%\" ({SHARE})"),
+                ),
+            }
+        }
+        Scalar::Int(n) => (
+            format!("a CPU share needs a `%`, found integer `{n}`"),
+            format!("write \"{n}%\""),
+        ),
+        Scalar::Float(x) if (0.0..=1.0).contains(x) => (
+            format!("a CPU share needs a `%`, found number `{x}`"),
+            format!("write \"{}%\"", (x * 100.0).round()),
+        ),
+        other => (
+            format!("expected a percentage, found {}", other.describe()),
+            format!("write a share of the workers' CPU, e.g. \"80%\" ({SHARE})"),
+        ),
+    };
+    cx.r.error(path, Some(value.span()), message, Some(hint));
+    None
 }
 
 fn algorithms(

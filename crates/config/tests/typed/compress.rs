@@ -29,6 +29,7 @@ levels = { gzip = 1, br = 11, zstd = 19 }
 min_length = "1KiB"
 types = ["Text/*", "application/json"]
 flush_delay = "0ms"
+max_cpu = " 75 %"
 "#;
 
 #[test]
@@ -66,4 +67,6 @@ fn compress_maps_to_typed_values_and_defaults() {
         Some(&["text/*".to_owned(), "application/json".to_owned()][..])
     );
     assert_eq!(c.flush_delay, Duration::ZERO);
+    assert_eq!(c.max_cpu.map(CpuShare::percent), Some(75));
+    assert_eq!(d.max_cpu, None, "adaptive compression is off by default");
 }

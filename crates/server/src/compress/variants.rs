@@ -163,17 +163,19 @@ impl RouteCompression {
     /// `Content-Length`. A HEAD only looks: it gets that length when the variant is stored
     /// already, and otherwise none, as on the fly (RFC 9110 §9.3.2 lets a HEAD omit what is
     /// only known by generating the content; compressing for a HEAD would be work for
-    /// nothing). `None`: compress on the fly.
+    /// nothing). `make = false` (the CPU is above the route's `max_cpu`) serves a stored
+    /// variant but makes none. `None`: compress on the fly.
     pub(super) async fn stored(
         &self,
         method: &Method,
         algorithm: Compression,
         response: &mut Response<Body>,
+        make: bool,
     ) -> Option<io::Result<()>> {
         let variants = self.variants.as_ref()?;
         let id = *response.extensions().get::<ContentId>()?;
         let key = Key { id, algorithm };
-        let variant = if method == Method::HEAD {
+        let variant = if method == Method::HEAD || !make {
             variants.peek(&key)?
         } else {
             let Body::Full(Some(source)) = response.body() else {

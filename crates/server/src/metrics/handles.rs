@@ -44,7 +44,7 @@ impl RouteMetrics {
 #[derive(Clone, Debug)]
 pub struct CompressMetrics {
     /// Responses by decision, indexed like [`Self::DECISIONS`].
-    pub(super) decisions: [Counter; 9],
+    pub(super) decisions: [Counter; 10],
     /// Byte counters by algorithm, indexed by [`Compression::index`].
     pub(super) bytes: [CompressBytes; Compression::ALL.len()],
     /// Variants of static files made, and responses served from them, by algorithm.
@@ -54,7 +54,7 @@ pub struct CompressMetrics {
 
 impl CompressMetrics {
     /// The `decision` label values: `compressed`, then every [`SkipReason`].
-    pub const DECISIONS: [&'static str; 9] = [
+    pub const DECISIONS: [&'static str; 10] = [
         "compressed",
         SkipReason::Status.as_str(),
         SkipReason::Range.as_str(),
@@ -64,6 +64,7 @@ impl CompressMetrics {
         SkipReason::TooSmall.as_str(),
         SkipReason::NotAccepted.as_str(),
         SkipReason::Precompressed.as_str(),
+        SkipReason::Cpu.as_str(),
     ];
 
     /// Count one response's decision.
@@ -80,6 +81,7 @@ impl CompressMetrics {
                 SkipReason::TooSmall => 6,
                 SkipReason::NotAccepted => 7,
                 SkipReason::Precompressed => 8,
+                SkipReason::Cpu => 9,
             },
         };
         self.decisions[index].inc();

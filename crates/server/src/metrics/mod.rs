@@ -12,6 +12,7 @@
 //! they are spelled.
 
 pub mod cache;
+mod compress_cpu;
 mod handles;
 mod histogram;
 mod labels;
@@ -81,7 +82,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 33] = [
+pub const ALL_NAMES: [&str; 35] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -115,6 +116,8 @@ pub const ALL_NAMES: [&str; 33] = [
     limits::UPSTREAM_QUEUED,
     limits::UPSTREAM_QUEUE_REJECTED_TOTAL,
     limits::ACCESS_LOG_DROPPED_TOTAL,
+    compress_cpu::COMPRESS_LEVEL,
+    compress_cpu::PROCESS_CPU_PERCENT,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -158,6 +161,7 @@ pub struct Metrics {
     tunnels_open: Family<RouteLabels, Gauge>,
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
+    compress_cpu: compress_cpu::CompressCpuFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Cache zones read at scrape time (see [`cache`]).
@@ -295,6 +299,7 @@ impl Metrics {
             "Upgraded connections that ended, by route and how they ended",
         );
         let limits = limits::LimitFamilies::register(r);
+        let compress_cpu = compress_cpu::CompressCpuFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -338,6 +343,7 @@ impl Metrics {
             tunnels_open,
             tunnels,
             limits,
+            compress_cpu,
             watches: Watches::default(),
             caches,
             last_render_len: AtomicUsize::new(4096),
@@ -364,6 +370,21 @@ impl Metrics {
             bytes_in: self.request_bytes.get_or_create_owned(&labels),
             bytes_out: self.response_bytes.get_or_create_owned(&labels),
         }
+    }
+
+    /// The level gauge of `algorithm` on a route with `max_cpu` (`sluice_compress_level`).
+    pub fn compress_level(&self, route: &str, algorithm: Compression) -> Gauge {
+        self.compress_cpu
+            .level
+            .get_or_create_owned(&RouteAlgorithmLabels {
+                route: route.to_owned(),
+                algorithm: algorithm.as_str(),
+            })
+    }
+
+    /// The gauge of the process's sampled CPU share, in percent (`sluice_process_cpu_percent`).
+    pub fn process_cpu_percent(&self) -> Gauge {
+        self.compress_cpu.cpu_percent.clone()
     }
 
     /// Handles for a route with compression on. Every decision and algorithm exists from the

@@ -76,6 +76,8 @@ fn exercised() -> Arc<Metrics> {
         .exceeded(super::limits::RequestLimit::BodySize);
     m.upstream_queue("api", "127.0.0.1:9001").full.inc();
     m.access_log_dropped().inc();
+    m.compress_level("api", sluice_core::Compression::GZIP)
+        .set(1);
     m
 }
 

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use crate::admin::SharedZones;
 use crate::cache::zones::Zones;
 use crate::conn::{ListenerState, accept_loop};
+use crate::cpu::CpuLoad;
 use crate::metrics::Metrics;
 use crate::upstreams::{self, HealthChecks};
 use crate::workers::Workers;
@@ -58,6 +59,8 @@ pub struct RunningServer {
     /// What the accessors report, updated when a reload commits.
     view: Mutex<View>,
     drained: mpsc::Receiver<()>,
+    /// The CPU sampler of `max_cpu` routes, also held by [`Running`]; here for the test hook.
+    cpu: CpuLoad,
 }
 
 #[derive(Clone, Default)]
@@ -70,6 +73,8 @@ struct View {
 struct Running {
     /// One for the process lifetime: series survive reloads.
     metrics: Arc<Metrics>,
+    /// One for the server's lifetime, like the metrics: routes with `max_cpu` watch it.
+    cpu: CpuLoad,
     state: State,
     /// Active health checks of the running groups, by group name.
     health: HashMap<String, HealthChecks>,
@@ -91,11 +96,13 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
 /// Bind every listener and start serving; accepted connections go to `workers`.
 pub async fn start_on(config: &Config, workers: Workers) -> Result<RunningServer, StartError> {
     let metrics = Metrics::new();
-    let (new_state, listeners) = state::build(config, &metrics, &State::default()).await?;
+    let cpu = CpuLoad::new(metrics.process_cpu_percent());
+    let (new_state, listeners) = state::build(config, &metrics, &cpu, &State::default()).await?;
     let sockets = sockets::bind(config, &[], None).await?;
     let (drain, drained) = mpsc::channel(1);
     let mut running = Running {
         metrics,
+        cpu: cpu.clone(),
         state: State::default(),
         health: HashMap::new(),
         listeners: Vec::new(),
@@ -109,6 +116,7 @@ pub async fn start_on(config: &Config, workers: Workers) -> Result<RunningServer
         view: Mutex::new(running.view()),
         running: tokio::sync::Mutex::new(running),
         drained,
+        cpu,
     })
 }
 
@@ -132,6 +140,13 @@ impl RunningServer {
             .map(|l| l.address)
     }
 
+    /// Test hook of CPU-adaptive compression: take `percent` (of the workers' CPU) as one CPU
+    /// sample now, and ignore real samples from then on (see [`CpuLoad::sample_for_tests`]).
+    #[doc(hidden)]
+    pub fn sample_cpu_for_tests(&self, percent: u32) {
+        self.cpu.sample_for_tests(percent);
+    }
+
     fn view(&self) -> View {
         self.view
             .lock()
@@ -145,7 +160,8 @@ impl RunningServer {
     /// On error nothing has changed and the old config goes on serving.
     pub async fn reload(&self, config: &Config) -> Result<ReloadSummary, StartError> {
         let mut running = self.running.lock().await;
-        let (new_state, listeners) = state::build(config, &running.metrics, &running.state).await?;
+        let (new_state, listeners) =
+            state::build(config, &running.metrics, &running.cpu, &running.state).await?;
         let sockets = sockets::bind(config, &running.listeners, running.admin.as_ref()).await?;
         let summary = running.commit(new_state, listeners, sockets);
         *self.view.lock().unwrap_or_else(PoisonError::into_inner) = running.view();

@@ -22,6 +22,7 @@ use super::StartError;
 use crate::access_log::AccessLogger;
 use crate::cache::zones::Zones;
 use crate::conn::{ListenerState, ListenerTask};
+use crate::cpu::CpuLoad;
 use crate::limits::{ConnectionSlots, Limit, RequestLimits};
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
@@ -47,6 +48,7 @@ pub(super) struct State {
 pub(super) async fn build(
     config: &Config,
     metrics: &Metrics,
+    cpu: &CpuLoad,
     previous: &State,
 ) -> Result<(State, Vec<ListenerState>), StartError> {
     let upstreams = config
@@ -72,7 +74,7 @@ pub(super) async fn build(
         .routes
         .iter()
         .map(|route| {
-            let mut compiled = CompiledRoute::compile(route, &upstreams, &zones, metrics)
+            let mut compiled = CompiledRoute::compile(route, &upstreams, &zones, metrics, cpu)
                 .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))?;
             // The same limit on the same route keeps its clients' buckets: a reload must not
             // hand every client a fresh burst.

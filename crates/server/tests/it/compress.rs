@@ -2,7 +2,8 @@
 //! that are not sluice's encoders ([`sluice_testkit::independent`]: the reference C brotli, ruzstd,
 //! miniz_oxide), every reason to leave a response alone, HEAD, 304 and ETags,
 //! streaming (one stream, flushed while the upstream is still sending), server-sent events,
-//! metrics and the access log. [`variants`]: static files compressed once per coding.
+//! metrics and the access log. [`variants`]: static files compressed once per coding; [`cpu`]:
+//! CPU-adaptive compression (`max_cpu`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::proxy::serve_fn;
 use crate::write_files;
 
+mod cpu;
 mod variants;
 
 /// Upper bound for anything that should take milliseconds; only reached when a test fails.
