@@ -1,15 +1,15 @@
 //! `sluice bench`: the lab that reproduces the seeds' tables (DESIGN.md capability 18).
 //!
-//! A run is: for each selected [`scenario`], for each target (sluice, nginx, Varnish, baseline),
-//! start the target pinned to the server CPUs with a config generated for the scenario, run the
-//! scenario's correctness check, then its load (built-in driver or h2load) N times while sampling
-//! the server's CPU and memory from /proc, and record a [`model::ScenarioResult`]. The report
+//! A run is: for each selected [`scenario`], for each target (sluice, nginx, HAProxy, Caddy,
+//! Varnish, baseline), start the target pinned to the server CPUs with a config generated for
+//! the scenario, run the scenario's correctness check, then its load (built-in driver or
+//! h2load) N times while sampling the server's CPU and memory from /proc, and record a [`model::ScenarioResult`]. The report
 //! renders every result as tables shaped like the seeds' own, SVG charts and `results.json`.
 //!
 //! - [`model`]: the data every part shares (scenario descriptions, measurements, the report).
 //! - [`scenario`]: the experiments as data; [`fixtures`]: the bytes they move;
 //!   [`expected`]: what a correct server answers; [`check`]: the check before the load.
-//! - [`target`]: sluice, nginx, Varnish and the [`baseline`] as processes; [`driver`]: the load;
+//! - [`target`]: sluice, nginx, HAProxy, Caddy, Varnish and the [`baseline`] as processes; [`driver`]: the load;
 //!   [`client`]: HTTP connections; [`pin`]: CPU pinning.
 //! - [`runner`]: the loop over scenarios and targets; [`sampler`]: CPU and memory of the
 //!   server's process tree from /proc; [`machine`]: the report header's machine;
@@ -71,7 +71,7 @@ pub struct RunArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "sluice,nginx,varnish,baseline"
+        default_value = "sluice,nginx,haproxy,caddy,varnish,baseline"
     )]
     pub targets: Vec<TargetKind>,
     /// Load generator.
@@ -92,8 +92,8 @@ pub struct RunArgs {
     /// CPUs of the load generator and the demo origins.
     #[arg(long, default_value = "1")]
     pub load_cpus: String,
-    /// Worker threads (sluice, baseline) or processes (nginx) of the server (Varnish: one
-    /// thread pool, a thread per connection).
+    /// Worker threads (sluice, baseline, HAProxy's nbthread, Caddy's GOMAXPROCS) or processes
+    /// (nginx) of the server (Varnish: one thread pool, a thread per connection).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
 }

@@ -86,6 +86,10 @@ pub struct Measurement {
     pub latency_p50_us: f64,
     pub latency_p99_us: f64,
     pub latency_max_us: f64,
+    /// Standard deviation of the request latencies (how evenly the connections were served:
+    /// the many-connections scenario's fairness figure). 0 in results from before it existed.
+    #[serde(default)]
+    pub latency_sd_us: f64,
     /// Response body bytes received (as on the wire: compressed when compressed).
     pub body_bytes: u64,
     /// Response header bytes received (HTTP/1.1: the header block; HTTP/2: decoded header

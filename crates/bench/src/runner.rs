@@ -20,6 +20,12 @@ use crate::{machine, report, sampler};
 /// Run the selected scenarios and write the report into `args.out`; returns the report.
 pub fn run(args: &RunArgs) -> Result<Report, String> {
     let scenarios = select(&args.selectors, args.quick)?;
+    let most_connections = scenarios
+        .iter()
+        .map(|s| s.load.concurrency())
+        .max()
+        .unwrap_or(0);
+    raise_open_files_limit(most_connections);
     let out = args.out.clone().unwrap_or_else(default_out);
     let work_dir = out.join("work");
     std::fs::create_dir_all(&work_dir)
@@ -59,6 +65,27 @@ pub fn run(args: &RunArgs) -> Result<Report, String> {
     report::write(&out, &report).map_err(|e| format!("writing the report: {e}"))?;
     eprintln!("report: {}", out.display());
     Ok(report)
+}
+
+/// The many-connections scenario opens 1,000 client sockets in this process, and each target
+/// (which inherits the limit) as many again plus its upstream connections: raise the soft
+/// RLIMIT_NOFILE to the hard limit, and say so when even that is short.
+fn raise_open_files_limit(connections: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    // Client and server side of every connection, upstream connections, files, pipes.
+    let wanted = 2 * connections as u64 + 256;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_err() {
+        eprintln!("warning: could not raise the open files limit from {soft} to {hard}");
+    }
+    if hard < wanted {
+        eprintln!(
+            "warning: the open files limit ({hard}) is below the {wanted} the scenarios need; \
+             raise it (ulimit -n) or expect connection errors"
+        );
+    }
 }
 
 /// The scenarios picked by names or groups (all when none), in table order.
@@ -379,6 +406,12 @@ fn tools() -> BTreeMap<String, String> {
     if let Some(v) = target::varnish::version() {
         tools.insert("varnish".into(), v);
     }
+    if let Some(v) = target::haproxy::version() {
+        tools.insert("haproxy".into(), v);
+    }
+    if let Some(v) = target::caddy::version() {
+        tools.insert("caddy".into(), v);
+    }
     tools
 }
 
@@ -392,8 +425,16 @@ pub fn summary_line(r: &ScenarioResult) -> String {
             } else {
                 format!("{:>9.0} req/s", m.requests_per_sec)
             };
+            let spread = if m.latency_sd_us > 0.0 && r.group == "many-conns" {
+                format!(
+                    "  sd {:>7.0} µs  max {:>7.0} µs",
+                    m.latency_sd_us, m.latency_max_us
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "{head} {rate}  p50 {:>7.0} µs  p99 {:>7.0} µs  cpu {:>5.0}%  {:>6.1} µs/req  {:>7.0} B/resp{}",
+                "{head} {rate}  p50 {:>7.0} µs  p99 {:>7.0} µs{spread}  cpu {:>5.0}%  {:>6.1} µs/req  {:>7.0} B/resp{}",
                 m.latency_p50_us,
                 m.latency_p99_us,
                 m.server_cpu_percent,

@@ -19,7 +19,7 @@ use sluice_bench::fixtures;
 use sluice_bench::sampler::Sampler;
 use sluice_bench::scenario::{self, Protocol, Scenario};
 use sluice_bench::target::process::Address;
-use sluice_bench::target::{self, Context, Origins, TargetKind, varnish};
+use sluice_bench::target::{self, Context, Origins, TargetKind, caddy, haproxy, varnish};
 use tokio::net::TcpListener;
 
 fn scenario(name: &str) -> Scenario {
@@ -253,4 +253,98 @@ async fn varnish_caches_and_the_cpu_of_its_cache_process_is_counted() {
     // Two ticks of 10 ms at least: the child served 3,000 hits (tens of µs each); the manager
     // alone would show nothing.
     assert!(usage.cpu_secs >= 0.02, "{usage:?}");
+}
+
+fn lab_context(dir: &std::path::Path) -> Context {
+    Context {
+        work_dir: dir.into(),
+        exe: "sluice".into(),
+        server_cpus: "0".into(),
+        load_cpus: "1".into(),
+        workers: 1,
+        page_dir: dir.join("site"),
+        precompressed_dir: dir.join("site-precompressed"),
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+    }
+}
+
+/// HAProxy, started as the lab starts it, caches the 340 KB JSON (the check: the body, a HIT on
+/// the second request: its default max-object-size would refuse it), and the sampler counts
+/// its CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn haproxy_caches_the_json_and_its_cpu_is_counted() {
+    if !haproxy::available() {
+        eprintln!("haproxy is not installed: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = lab_context(dir.path());
+    let mut origins = Origins::none();
+    origins.addresses.push(Address::Tcp(origin().await));
+    let s = scenario("date-cached-c6");
+    let running = tokio::task::block_in_place(|| {
+        target::start(TargetKind::Haproxy, &s, &ctx, &origins)
+            .unwrap_or_else(|e| panic!("starting haproxy: {e:?}"))
+    });
+    let identity = sluice_bench::expected::identity_body(&s, &fixtures::page())
+        .await
+        .unwrap();
+    check::run(&s, &running.endpoint, &identity, EXPECT_ALL)
+        .await
+        .unwrap();
+    let sampler = Sampler::start(running.pid());
+    let mut load = s.load.clone();
+    load.requests = 300;
+    let m = builtin::load(&load, &running.endpoint).await.unwrap();
+    let usage = sampler.stop();
+    tokio::task::block_in_place(|| running.process.stop());
+    assert_eq!((m.requests, m.failures), (300, 0));
+    assert_eq!(m.body_bytes, 300 * identity.len() as u64);
+    // 300 responses of 340 KB: at least one 10 ms tick of CPU.
+    assert!(usage.cpu_secs >= 0.01, "{usage:?}");
+}
+
+/// Caddy, started as the lab starts it (GOMAXPROCS=1, admin and autosave off), serves the page
+/// gzipped at the scenario's level, writes nothing outside its directory, and the sampler
+/// counts its CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caddy_compresses_the_page_and_its_cpu_is_counted() {
+    if !caddy::available() {
+        eprintln!("caddy is not installed: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = lab_context(dir.path());
+    std::fs::create_dir_all(&ctx.page_dir).unwrap();
+    std::fs::write(ctx.page_dir.join(fixtures::PAGE_NAME), fixtures::page()).unwrap();
+    let s = scenario("static-gzip-1");
+    let running = tokio::task::block_in_place(|| {
+        target::start(TargetKind::Caddy, &s, &ctx, &Origins::none())
+            .unwrap_or_else(|e| panic!("starting caddy: {e:?}"))
+    });
+    let identity = sluice_bench::expected::identity_body(&s, &fixtures::page())
+        .await
+        .unwrap();
+    check::run(&s, &running.endpoint, &identity, EXPECT_ALL)
+        .await
+        .unwrap();
+    let sampler = Sampler::start(running.pid());
+    let mut load = s.load.clone();
+    load.clients = 4;
+    load.requests = 200;
+    let m = builtin::load(&load, &running.endpoint).await.unwrap();
+    let usage = sampler.stop();
+    tokio::task::block_in_place(|| running.process.stop());
+    assert_eq!((m.requests, m.failures), (200, 0));
+    // Gzipped: well under the page's size.
+    assert!(
+        m.body_bytes / m.requests < identity.len() as u64 / 2,
+        "{m:?}"
+    );
+    assert!(usage.cpu_secs >= 0.01, "{usage:?}");
+    let target_dir = dir.path().join("static-gzip-1-caddy");
+    assert!(!target_dir.join("xdg-config/caddy/autosave.json").exists());
+    let json = std::fs::read_to_string(target_dir.join("caddy.json")).unwrap();
+    assert!(json.contains("\"persist\": false"), "{json}");
 }

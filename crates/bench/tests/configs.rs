@@ -1,7 +1,9 @@
 //! The generated target configs are valid: every sluice config loads with sluice-config and
 //! asks for what its scenario means (compression algorithm and level, precompressed files,
-//! request decompression, TLS, the origins), every nginx.conf passes `nginx -t` and every VCL
-//! compiles with `varnishd -C` (when nginx and Varnish are installed).
+//! request decompression, TLS, the origins), every nginx.conf passes `nginx -t`, every VCL
+//! compiles with `varnishd -C`, every haproxy.cfg passes `haproxy -c` and every Caddyfile adapts
+//! and passes `caddy validate` (each when that peer is installed; skipped with a message when
+//! not).
 //!
 //! The cached scenarios' sluice configs (`[caches.*]`, a route's `cache`) have a test of their
 //! own, [`cached_sluice_configs_load`]: it fails until sluice-config knows the cache.
@@ -12,7 +14,7 @@ use std::path::Path;
 
 use sluice_bench::scenario::{self, Scenario, Setup};
 use sluice_bench::target::process::Address;
-use sluice_bench::target::{Context, Origins, StartError, nginx, sluice, varnish};
+use sluice_bench::target::{Context, Origins, StartError, caddy, haproxy, nginx, sluice, varnish};
 use sluice_config::model;
 
 fn context(dir: &Path) -> Context {
@@ -257,6 +259,146 @@ fn varnish_vcls_compile() {
             "date-cached-c6",
             "date-cached-gzip-6",
             "stream-raw"
+        ]
+    );
+}
+
+#[test]
+fn haproxy_configs_pass_haproxy_c() {
+    let Some(haproxy_bin) = haproxy::binary() else {
+        eprintln!("haproxy is not installed: skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let mut checked = Vec::new();
+    let mut not_supported = Vec::new();
+    for s in scenario::all(false) {
+        if s.setup == Setup::Direct {
+            continue;
+        }
+        let target_dir = dir.path().join(&s.name);
+        std::fs::create_dir_all(&target_dir).unwrap();
+        let listen = SocketAddr::from(([127, 0, 0, 1], 18080));
+        let cfg = match haproxy::config(&s, &ctx, &origins(&s, dir.path()), listen, &target_dir) {
+            Ok(cfg) => cfg,
+            Err(StartError::NotSupported(_)) => {
+                not_supported.push(s.name.clone());
+                continue;
+            }
+            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+        };
+        if s.load.tls {
+            // `haproxy -c` loads the certificate.
+            haproxy::write_cert_and_key(&ctx, &target_dir).unwrap();
+        }
+        let path = target_dir.join("haproxy.cfg");
+        std::fs::write(&path, &cfg).unwrap();
+        let out = std::process::Command::new(&haproxy_bin)
+            .arg("-c")
+            .arg("-f")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{}:\n{cfg}\n{text}", s.name);
+        // A warning means HAProxy would run something else than what the config says.
+        assert!(!text.contains("[WARNING]"), "{}:\n{cfg}\n{text}", s.name);
+        checked.push(s.name);
+    }
+    assert_eq!(
+        checked,
+        [
+            "post-get",
+            "post-gz0",
+            "post-raw",
+            "tls-h1",
+            "tls-h2",
+            "date-proxy-c1",
+            "date-proxy-c6",
+            "date-balanced",
+            "date-uneven",
+            "date-cached-c1",
+            "date-cached-c6",
+            "date-proxy-gzip-1",
+            "stream-raw",
+            "stream-gzip-1",
+        ]
+    );
+    // No file server, no request decoding, one gzip level (libslz).
+    assert!(not_supported.contains(&"static-plain".to_string()));
+    assert!(not_supported.contains(&"post-gz1".to_string()));
+    assert!(not_supported.contains(&"date-cached-gzip-6".to_string()));
+}
+
+#[test]
+fn caddyfiles_adapt_and_pass_caddy_validate() {
+    let Some(caddy_bin) = caddy::binary() else {
+        eprintln!("caddy is not installed: skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let mut validated = Vec::new();
+    for s in scenario::all(false) {
+        if s.setup == Setup::Direct {
+            continue;
+        }
+        let target_dir = dir.path().join(&s.name);
+        std::fs::create_dir_all(&target_dir).unwrap();
+        let listen = SocketAddr::from(([127, 0, 0, 1], 18080));
+        let file = match caddy::caddyfile(&s, &ctx, &origins(&s, dir.path()), listen, &target_dir) {
+            Ok(file) => file,
+            Err(StartError::NotSupported(_)) => continue,
+            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+        };
+        let path = target_dir.join("Caddyfile");
+        std::fs::write(&path, &file).unwrap();
+        // What the lab runs: the adapted JSON with autosave off.
+        let json = caddy::adapt(&caddy_bin, &path, &target_dir)
+            .unwrap_or_else(|e| panic!("{}:\n{file}\n{e}", s.name));
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["admin"]["disabled"], true, "{}", s.name);
+        assert_eq!(value["admin"]["config"]["persist"], false, "{}", s.name);
+        let json_path = target_dir.join("caddy.json");
+        std::fs::write(&json_path, &json).unwrap();
+        let out = std::process::Command::new(&caddy_bin)
+            .args(["validate", "--config"])
+            .arg(&json_path)
+            .envs(caddy::env(&ctx, &target_dir))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}:\n{file}\n{stderr}", s.name);
+        validated.push(s.name);
+    }
+    assert_eq!(
+        validated,
+        [
+            "post-get",
+            "post-gz0",
+            "post-raw",
+            "static-plain",
+            "static-gzip-1",
+            "static-gzip-2",
+            "static-gzip-4",
+            "static-gzip-6",
+            "static-gzip-9",
+            "static-zstd",
+            "static-precompressed",
+            "tls-h1",
+            "tls-h2",
+            "date-proxy-c1",
+            "date-proxy-c6",
+            "date-balanced",
+            "date-proxy-gzip-1",
+            "stream-raw",
+            "stream-gzip-1",
+            "static-c1000",
         ]
     );
 }

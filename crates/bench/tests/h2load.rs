@@ -69,6 +69,7 @@ fn http1_summary() {
     );
     assert_eq!((m.body_bytes, m.header_bytes), (240000, 174000));
     assert_eq!(m.latency_max_us, 791.0);
+    assert_eq!(m.latency_sd_us, 150.0);
     // No percentiles in h2load's summary: left unknown (0) unless the request log is read.
     assert_eq!((m.latency_p50_us, m.latency_p99_us), (0.0, 0.0));
     assert!((m.body_mb_per_sec - 240000.0 / 0.05739 / 1e6).abs() < 1e-9);
@@ -159,6 +160,14 @@ fn timed_post_run_and_its_request_log() {
     assert_eq!(m.latency_p50_us, durations[99] as f64);
     assert_eq!(m.latency_p99_us, durations[197] as f64);
     assert_eq!(m.latency_max_us, durations[199] as f64);
+    let mean = durations.iter().sum::<u64>() as f64 / 200.0;
+    let variance = durations
+        .iter()
+        .map(|d| (*d as f64 - mean) * (*d as f64 - mean))
+        .sum::<f64>()
+        / 200.0;
+    assert!((m.latency_sd_us - variance.sqrt()).abs() < 1e-6, "{m:?}");
+    assert!(m.latency_sd_us > 0.0);
     assert_eq!(m.statuses.into_iter().collect::<Vec<_>>(), vec![(200, 200)]);
 }
 

@@ -1,7 +1,8 @@
 //! The report: report.md against a golden file, results.json round trip, charts written and
 //! linked. The report is built by hand so every cell kind (ok, failures, not supported, check
-//! failed, error, no nginx row, two drivers, an unknown group) is covered, and Varnish's rows and
-//! ratio column where it ran (seed 003, cache-compress) and not where it only refused (seed 000).
+//! failed, error, no nginx row, two drivers, an unknown group) is covered, the best peer of a
+//! row (HAProxy, Varnish or nginx, whichever used the least CPU per request, never the
+//! baseline), and the many-connections table with its latency spread.
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p sluice-bench --test report` rewrites tests/golden/report.md;
 //! review the diff before committing it.
@@ -25,6 +26,7 @@ fn run(rps: f64, body: u64, cpu_us: f64) -> Measurement {
         latency_p50_us: 1_000_000.0 / rps * 4.0,
         latency_p99_us: 1_000_000.0 / rps * 9.5,
         latency_max_us: 1_000_000.0 / rps * 20.0,
+        latency_sd_us: 1_000_000.0 / rps * 2.5,
         body_bytes: body * 1000,
         header_bytes: 150_000,
         body_mb_per_sec: rps * body as f64 / 1e6,
@@ -165,6 +167,61 @@ fn sample_report() -> Report {
             "varnish",
             ok(),
             vec![run(3000.0, 340_001, 210.0)],
+        ),
+        // HAProxy cheaper than sluice on the proxied row: it is the best peer there.
+        result(
+            "seed-003",
+            &[
+                ("setup", "proxy"),
+                ("path", "/what-date-is-it"),
+                ("caching", "no"),
+                ("concurrency", "6"),
+            ],
+            "haproxy",
+            ok(),
+            vec![run(3400.0, 340_001, 200.0)],
+        ),
+        result(
+            "seed-003",
+            &[
+                ("setup", "proxy-cached"),
+                ("path", "/what-date-is-it"),
+                ("caching", "yes"),
+                ("concurrency", "6"),
+            ],
+            "caddy",
+            Outcome::NotSupported("stock Caddy has no response cache (it needs a plugin)".into()),
+            vec![],
+        ),
+        // 1,000 connections: nginx even, sluice with a wide spread.
+        result(
+            "many-conns",
+            &[("file", "74 KB, no compression"), ("connections", "1000")],
+            "sluice",
+            ok(),
+            vec![Measurement {
+                latency_sd_us: 43_000.0,
+                latency_max_us: 195_000.0,
+                ..run(21_000.0, 74_418, 40.0)
+            }],
+        ),
+        result(
+            "many-conns",
+            &[("file", "74 KB, no compression"), ("connections", "1000")],
+            "nginx",
+            ok(),
+            vec![Measurement {
+                latency_sd_us: 4_500.0,
+                latency_max_us: 91_000.0,
+                ..run(25_400.0, 74_418, 35.0)
+            }],
+        ),
+        result(
+            "many-conns",
+            &[("file", "74 KB, no compression"), ("connections", "1000")],
+            "haproxy",
+            Outcome::NotSupported("HAProxy serves no files".into()),
+            vec![],
         ),
         // Compressed once and stored (sluice, Varnish) against gzip per hit (nginx).
         result(
@@ -354,6 +411,11 @@ fn sample_report() -> Report {
             ("h2load".to_string(), "h2load nghttp2/1.52.0".to_string()),
             ("nginx".to_string(), "nginx/1.22.1".to_string()),
             (
+                "haproxy".to_string(),
+                "HAProxy version 2.6.12-1+deb12u4 2026/10/17".to_string(),
+            ),
+            ("caddy".to_string(), "caddy 2.6.2".to_string()),
+            (
                 "varnish".to_string(),
                 "varnishd (varnish-7.1.1 revision 7cee1c581bead20e88d101ab3d72afb29f14d87a)"
                     .to_string(),
@@ -393,6 +455,45 @@ fn report_markdown_matches_the_golden_file() {
             path.display()
         );
     }
+}
+
+#[test]
+fn the_best_peer_is_the_measured_peer_with_the_least_cpu_per_request() {
+    let report = sample_report();
+    let md = markdown::render(&report, &[]);
+    // Proxied at c=6: HAProxy 200 µs beats Varnish 210 and nginx 352; sluice's 250 is 1.25x.
+    assert!(md.contains("| haproxy 200 | 1.25x |"), "{md}");
+    // Cached: Varnish (73) over nginx (145); Caddy refused and sluice's check failed.
+    assert!(md.contains("| sluice | check failed"), "{md}");
+    // Many connections: nginx is the only peer measured, with the latency spread shown.
+    assert!(md.contains("| 43.00 ms | 195.00 ms |"), "{md}");
+    assert!(md.contains("| nginx 35.0 | 1.14x |"), "{md}");
+    // The summary names each scenario once, sluice's CPU against the best peer's and nginx's.
+    assert!(
+        md.contains("| seed-003-proxy-/what-date-is-it-no-6 | 250 | haproxy 200 | 352 | 1.25x |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| seed-000-GZ1-100,000-5 | 55.0 | – | cannot | – |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn results_from_before_the_latency_spread_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = sample_report();
+    report::write(dir.path(), &report).unwrap();
+    let path = dir.path().join("results.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let old: String = text
+        .lines()
+        .filter(|l| !l.contains("latency_sd_us"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&path, old).unwrap();
+    let back = report::read(dir.path()).unwrap();
+    assert_eq!(back.results[0].runs[0].latency_sd_us, 0.0);
 }
 
 #[test]

@@ -219,6 +219,7 @@ fn measurement(tally: Tally, elapsed: Duration) -> Measurement {
         latency_p50_us: tally.latency.value_at_quantile(0.5) as f64,
         latency_p99_us: tally.latency.value_at_quantile(0.99) as f64,
         latency_max_us: tally.latency.max() as f64,
+        latency_sd_us: tally.latency.stdev(),
         body_bytes: tally.body_bytes,
         header_bytes: tally.header_bytes,
         body_mb_per_sec: tally.body_bytes as f64 / 1e6 / secs,

@@ -3,9 +3,10 @@
 //! `tests/data/h2load-*.txt`).
 //!
 //! h2load prints min/max/mean/sd of request times but no percentiles, so every run also writes
-//! `--log-file` (one line per request: start µs, status, duration µs) and p50/p99, the maximum and
-//! exact status codes come from that log. Without the log, [`parse`] leaves p50/p99 at 0 (the
-//! report shows "–") and counts status classes under 200/300/400/500.
+//! `--log-file` (one line per request: start µs, status, duration µs) and p50/p99, the maximum,
+//! the standard deviation and exact status codes come from that log. Without the log, [`parse`]
+//! leaves p50/p99 at 0 (the report shows "–"), takes the summary's max and sd, and counts
+//! status classes under 200/300/400/500.
 //!
 //! h2load counts a request as succeeded only for 2xx and 3xx; 4xx/5xx and connection errors are
 //! "failed" ("errored" and "timeout" are subsets), which is what [`Measurement::failures`] means.
@@ -278,6 +279,7 @@ impl Summary {
             elapsed_secs: self.elapsed_secs,
             requests_per_sec: self.requests_per_sec,
             latency_max_us: self.request_time_us.max,
+            latency_sd_us: self.request_time_us.sd,
             body_bytes: self.traffic_data_bytes,
             header_bytes: self.traffic_header_bytes,
             body_mb_per_sec: if self.elapsed_secs > 0.0 {
@@ -321,6 +323,23 @@ pub fn apply_request_log(measurement: &mut Measurement, log: &str) {
     measurement.latency_p50_us = nearest_rank(&durations, 0.50) as f64;
     measurement.latency_p99_us = nearest_rank(&durations, 0.99) as f64;
     measurement.latency_max_us = durations.last().copied().unwrap_or_default() as f64;
+    measurement.latency_sd_us = standard_deviation(&durations);
+}
+
+/// The population standard deviation (h2load's own `sd` is of the same values, rounded in
+/// its summary).
+fn standard_deviation(values: &[u64]) -> f64 {
+    let n = values.len() as f64;
+    if n == 0.0 {
+        return 0.0;
+    }
+    let mean = values.iter().map(|v| *v as f64).sum::<f64>() / n;
+    let variance = values
+        .iter()
+        .map(|v| (*v as f64 - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    variance.sqrt()
 }
 
 /// The nearest-rank percentile of sorted values: the smallest value with at least `p` of all

@@ -71,7 +71,8 @@ pub fn render(report: &Report) -> io::Result<Vec<Chart>> {
     Ok(charts)
 }
 
-/// Targets in report order: sluice, nginx, varnish, baseline, then the others by name.
+/// Targets in report order: sluice, nginx, haproxy, caddy, varnish, baseline, then the others
+/// by name.
 fn ordered_targets<'a>(results: impl Iterator<Item = &'a ScenarioResult>) -> Vec<String> {
     let mut targets: Vec<String> = Vec::new();
     for result in results {
@@ -87,11 +88,13 @@ fn target_color(index: usize, target: &str) -> RGBColor {
     match target {
         "sluice" => RGBColor(0x1f, 0x77, 0xb4),
         "nginx" => RGBColor(0x2c, 0xa0, 0x2c),
+        "haproxy" => RGBColor(0x94, 0x67, 0xbd),
+        "caddy" => RGBColor(0x17, 0xbe, 0xcf),
         "varnish" => RGBColor(0xd6, 0x27, 0x28),
         "baseline" => RGBColor(0x7f, 0x7f, 0x7f),
         _ => [
             RGBColor(0xff, 0x7f, 0x0e),
-            RGBColor(0x94, 0x67, 0xbd),
+            RGBColor(0xbc, 0xbd, 0x22),
             RGBColor(0x8c, 0x56, 0x4b),
         ][index % 3],
     }

@@ -39,6 +39,7 @@ fn make_finite(m: &mut Measurement) {
         &mut m.latency_p50_us,
         &mut m.latency_p99_us,
         &mut m.latency_max_us,
+        &mut m.latency_sd_us,
         &mut m.body_mb_per_sec,
         &mut m.server_cpu_percent,
         &mut m.server_cpu_us_per_request,

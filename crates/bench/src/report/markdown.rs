@@ -1,17 +1,20 @@
-//! `report.md`: a header (machine, commit, tools, settings), then one table per group, shaped
-//! like the seed's own table: the group's label columns, one row per target, the headline
-//! number (req/s, or MB/s for streams) as the median run with the range of all runs, latency,
-//! server CPU per request, the bytes the seed cared about, sluice ÷ nginx, and sluice ÷ varnish
-//! in the tables where Varnish has a number.
+//! `report.md`: a header (machine, commit, tools, settings), a summary of sluice against the best
+//! peer of every scenario, then one table per group, shaped like the seed's own table: the
+//! group's label columns, one row per target, the headline number (req/s, or MB/s for streams)
+//! as the median run with the range of all runs, latency (with its spread where the group asks),
+//! server CPU per request, the bytes the seed cared about, sluice ÷ nginx, and on sluice's row
+//! the best peer (the peer with the least CPU per request) and sluice's CPU ÷ the best peer's.
 //!
 //! Everything is ordered (groups as in `sluice bench list`, unknown groups after them by id,
-//! rows by first appearance in the results, targets sluice, nginx, varnish, baseline, then by
-//! name) and every number has a fixed format, so the same results always give the same bytes.
+//! rows by first appearance in the results, targets sluice, nginx, haproxy, caddy, varnish,
+//! baseline, then by name) and every number has a fixed format, so the same results always give
+//! the same bytes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::charts::Chart;
+use super::peers::{best_peer_cell, best_peer_summary, versus_best_peer};
 use super::{GroupInfo, group_info, target_rank};
 use crate::model::{Measurement, Outcome, Report, ScenarioResult};
 use crate::scenario;
@@ -24,6 +27,7 @@ const MAX_MESSAGE_CHARS: usize = 120;
 pub fn render(report: &Report, charts: &[Chart]) -> String {
     let mut out = String::new();
     header(&mut out, report);
+    best_peer_summary(&mut out, report);
     // Keyed by (position in the scenario table, id): the report reads in the order of `sluice
     // bench list`, and a group from another version of the table still renders, last.
     let mut groups: BTreeMap<(usize, &str), Vec<&ScenarioResult>> = BTreeMap::new();
@@ -95,8 +99,10 @@ fn header(out: &mut String, report: &Report) {
          streams) is the median run; latency and CPU are that run's. **CPU µs/req** is the \
          server's whole process tree's CPU time per request (lower is better; the figure to \
          compare where the load generator, not the server, is the limit). **sluice ÷ nginx** \
-         divides sluice's headline number by nginx's on the same row: above 1 sluice is faster; \
-         **sluice ÷ varnish** the same against Varnish, in the tables where Varnish ran. \
+         divides sluice's headline number by nginx's on the same row: above 1 sluice is faster. \
+         **best peer** is, on sluice's row, the peer (nginx, HAProxy, Caddy, Varnish) that used \
+         the least CPU per request on that row, with its CPU µs/req, and **sluice ÷ best peer** \
+         divides sluice's CPU µs/req by it: below 1 sluice does the work for less CPU. \
          Compare numbers within one report only: runs on a shared machine vary by ±25%.\n",
     );
 }
@@ -110,6 +116,8 @@ enum Column {
     Headline,
     P50,
     P99,
+    LatencySd,
+    LatencyMax,
     CpuPerRequest,
     CpuPercent,
     BodyBytes,
@@ -117,7 +125,8 @@ enum Column {
     HeaderBytes,
     TotalBytes,
     VersusNginx,
-    VersusVarnish,
+    BestPeer,
+    VersusBestPeer,
 }
 
 fn group_section(out: &mut String, group: &str, results: &[&ScenarioResult]) {
@@ -228,12 +237,11 @@ fn columns(info: &GroupInfo, results: &[&ScenarioResult], labels: usize) -> Vec<
     {
         columns.push(Column::Driver);
     }
-    columns.extend([
-        Column::Headline,
-        Column::P50,
-        Column::P99,
-        Column::CpuPerRequest,
-    ]);
+    columns.extend([Column::Headline, Column::P50, Column::P99]);
+    if info.latency_spread {
+        columns.extend([Column::LatencySd, Column::LatencyMax]);
+    }
+    columns.push(Column::CpuPerRequest);
     if info.cpu_percent {
         columns.push(Column::CpuPercent);
     }
@@ -250,14 +258,11 @@ fn columns(info: &GroupInfo, results: &[&ScenarioResult], labels: usize) -> Vec<
     if info.header_bytes {
         columns.extend([Column::HeaderBytes, Column::TotalBytes]);
     }
-    columns.push(Column::VersusNginx);
-    // Varnish runs the cache scenarios and plain proxying only: its column where it has a number.
-    if results
-        .iter()
-        .any(|r| r.target == "varnish" && r.outcome == Outcome::Ok)
-    {
-        columns.push(Column::VersusVarnish);
-    }
+    columns.extend([
+        Column::VersusNginx,
+        Column::BestPeer,
+        Column::VersusBestPeer,
+    ]);
     columns
 }
 
@@ -270,6 +275,8 @@ fn header_name(column: Column, info: &GroupInfo, label_names: &[String]) -> Stri
         Column::Headline => "req/s".into(),
         Column::P50 => "p50".into(),
         Column::P99 => "p99".into(),
+        Column::LatencySd => "latency SD".into(),
+        Column::LatencyMax => "max".into(),
         Column::CpuPerRequest => "CPU µs/req".into(),
         Column::CpuPercent => "CPU % of a core".into(),
         Column::BodyBytes => "bytes/resp".into(),
@@ -277,7 +284,8 @@ fn header_name(column: Column, info: &GroupInfo, label_names: &[String]) -> Stri
         Column::HeaderBytes => "header B/resp".into(),
         Column::TotalBytes => "total B/resp".into(),
         Column::VersusNginx => "sluice ÷ nginx".into(),
-        Column::VersusVarnish => "sluice ÷ varnish".into(),
+        Column::BestPeer => "best peer (CPU µs/req)".into(),
+        Column::VersusBestPeer => "sluice ÷ best peer (CPU)".into(),
     }
 }
 
@@ -313,6 +321,8 @@ fn cell_text(
         Column::Headline => headline_cell(row, info, median),
         Column::P50 => latency(median.latency_p50_us),
         Column::P99 => latency(median.latency_p99_us),
+        Column::LatencySd => latency(median.latency_sd_us),
+        Column::LatencyMax => latency(median.latency_max_us),
         Column::CpuPerRequest => cpu_us(median.server_cpu_us_per_request),
         Column::CpuPercent => percent(median.server_cpu_percent),
         Column::BodyBytes => per_response(median.body_bytes),
@@ -322,12 +332,13 @@ fn cell_text(
         Column::HeaderBytes => per_response(median.header_bytes),
         Column::TotalBytes => per_response(median.header_bytes + median.body_bytes),
         Column::VersusNginx => versus(row, "nginx", info, rows),
-        Column::VersusVarnish => versus(row, "varnish", info, rows),
+        Column::BestPeer => best_peer_cell(row, rows),
+        Column::VersusBestPeer => versus_best_peer(row, rows),
         Column::Label(_) | Column::Target | Column::Driver => String::new(),
     }
 }
 
-fn outcome_text(outcome: &Outcome) -> String {
+pub(super) fn outcome_text(outcome: &Outcome) -> String {
     match outcome {
         Outcome::Ok => "error: no load run recorded".into(),
         Outcome::NotSupported(why) => format!("not supported: {why}"),
@@ -432,7 +443,7 @@ fn latency(us: f64) -> String {
     }
 }
 
-fn cpu_us(us: f64) -> String {
+pub(super) fn cpu_us(us: f64) -> String {
     if us <= 0.0 {
         "–".into()
     } else if us < 10.0 {
@@ -460,7 +471,7 @@ fn is_number(text: &str) -> bool {
     !text.is_empty() && text.replace(',', "").parse::<f64>().is_ok()
 }
 
-fn truncate(text: &str) -> String {
+pub(super) fn truncate(text: &str) -> String {
     if text.chars().count() <= MAX_MESSAGE_CHARS {
         return text.to_string();
     }
@@ -469,7 +480,7 @@ fn truncate(text: &str) -> String {
 }
 
 /// Text safe inside a Markdown table cell: no pipes, no line breaks.
-fn cell(text: &str) -> String {
+pub(super) fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\r', '\n'], " ")
 }
 

@@ -1,10 +1,11 @@
 //! The report of a run: `results.json` (every raw number, re-readable), `report.md` (one table
-//! per seed experiment, shaped like the seed's own table, sluice, nginx and Varnish side by side)
-//! and SVG charts.
+//! per seed experiment, shaped like the seed's own table, sluice and its peers side by side,
+//! with the best peer of every row) and SVG charts.
 //!
 //! - [`json`]: `results.json` write and read (`sluice bench report DIR` re-renders from it).
 //! - [`markdown`]: `report.md`; deterministic (fixed ordering and number formats) so a golden
 //!   test can hold it.
+//! - [`peers`]: the best peer of each row, and the summary of sluice against it.
 //! - [`charts`]: the gzip level sweep, seed 003's bars and the streaming MB/s, with plotters.
 //!
 //! What a group's table shows beyond the common columns depends on the seed it reproduces; that
@@ -13,6 +14,7 @@
 pub mod charts;
 pub mod json;
 pub mod markdown;
+pub mod peers;
 
 use std::fs;
 use std::io;
@@ -51,6 +53,9 @@ pub struct GroupInfo {
     pub header_bytes: bool,
     /// Throughput in MB/s is the headline number, not req/s (seed 004).
     pub mb_per_sec: bool,
+    /// The latency's standard deviation and maximum beside p50/p99 (many connections: how
+    /// evenly they are served).
+    pub latency_spread: bool,
 }
 
 /// The title, question and columns of a group id (`seed-000` ... `seed-004`, `api-compress`,
@@ -63,6 +68,7 @@ pub fn group_info(group: &str) -> GroupInfo {
         cpu_percent: false,
         header_bytes: false,
         mb_per_sec: false,
+        latency_spread: false,
     };
     match group {
         "seed-000" => GroupInfo {
@@ -121,18 +127,36 @@ pub fn group_info(group: &str) -> GroupInfo {
             mb_per_sec: true,
             ..plain("Streaming a large chunked response: raw vs gzip")
         },
+        "many-conns" => GroupInfo {
+            reproduces: Some(
+                "issue 13's fairness row (`h2load --h1 -c 1000` on the static page): with 1,000 \
+                 concurrent keep-alive clients, does every connection get its turn? A wide \
+                 latency spread (standard deviation, p99, max) at the same req/s means some \
+                 connections wait while others are served.",
+            ),
+            latency_spread: true,
+            ..plain("Many connections: 1,000 keep-alive clients on the static page")
+        },
         _ => plain(""),
     }
 }
 
-/// Where a target's rows and lines go in tables and charts: sluice, its peers (nginx, Varnish),
-/// the baseline, then any other (by name, as the callers break ties).
+/// Where a target's rows and lines go in tables and charts: sluice, its peers (nginx, HAProxy,
+/// Caddy, Varnish), the baseline, then any other (by name, as the callers break ties).
 fn target_rank(target: &str) -> usize {
     match target {
         "sluice" => 0,
         "nginx" => 1,
-        "varnish" => 2,
-        "baseline" => 3,
-        _ => 4,
+        "haproxy" => 2,
+        "caddy" => 3,
+        "varnish" => 4,
+        "baseline" => 5,
+        _ => 6,
     }
+}
+
+/// Whether `target` is a peer sluice is compared with: not sluice itself, not the baseline (an
+/// upper bound that does none of a server's work) and not the origin of a direct scenario.
+pub fn is_peer(target: &str) -> bool {
+    !matches!(target, "sluice" | "baseline" | "origin")
 }

@@ -232,6 +232,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "seed-004",
         "~128 MB chunked stream through the proxy, raw vs gzip level 1, MB/s",
     ),
+    (
+        "many-conns",
+        "1,000 concurrent keep-alive HTTP/1.1 clients on the static page: req/s and latency spread",
+    ),
 ];
 
 /// Every scenario, in report order. `quick` divides request counts by 10, keeping at least two
@@ -245,6 +249,7 @@ pub fn all(quick: bool) -> Vec<Scenario> {
     table::api_compress(&mut list);
     table::cache_compress(&mut list);
     table::seed_004(&mut list);
+    table::many_conns(&mut list);
     if quick {
         for s in &mut list {
             // Still a couple of requests per connection, or a run measures connection set-up.

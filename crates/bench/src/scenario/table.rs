@@ -303,3 +303,23 @@ pub(super) fn seed_004(list: &mut Vec<Scenario>) {
         list.push(s);
     }
 }
+
+/// Issue 13's fairness row (`h2load --h1 -c 1000` on the static page): 1,000 keep-alive
+/// connections each with one request at a time. The figure is the spread of the latencies
+/// (standard deviation, p99, max) next to req/s: a server that serves some connections for too
+/// long before turning to the others shows it as a wide spread at the same req/s.
+pub(super) fn many_conns(list: &mut Vec<Scenario>) {
+    let page = format!("/{}", fixtures::PAGE_NAME);
+    // 60 requests per connection: about three seconds a run at nginx's ~20,000 req/s here; a
+    // quick run keeps 6 per connection.
+    list.push(
+        Scenario::new(
+            "static-c1000",
+            "many-conns",
+            Setup::Static { compress: None },
+            LoadSpec::get(&page, 1_000, 60_000),
+        )
+        .label("file", "74 KB, no compression")
+        .label("connections", "1000"),
+    );
+}

@@ -3,12 +3,18 @@
 //! - [`sluice`]: the same binary with `serve --config` on a generated TOML file;
 //! - [`nginx`]: the `nginx` on PATH with a generated nginx.conf;
 //! - [`varnish`]: `varnishd` with a generated VCL (the cache scenarios and plain proxying);
+//! - [`haproxy`]: `haproxy` with a generated haproxy.cfg (proxying, balancing, TLS, gzip level 1,
+//!   the cache);
+//! - [`caddy`]: `caddy run` on a generated Caddyfile (files, proxying, even balancing, TLS,
+//!   gzip and zstd);
 //! - [`baseline`]: a bare hyper server answering the same bytes from memory, the upper bound.
 //!
 //! The demo origins are started here too ([`Origins`]), pinned to the load CPUs like the seeds'
 //! backends that shared the core with the load generator.
 
 pub mod baseline;
+pub mod caddy;
+pub mod haproxy;
 pub mod nginx;
 pub mod process;
 pub mod sluice;
@@ -25,6 +31,8 @@ use process::{Address, Process, free_port};
 pub enum TargetKind {
     Sluice,
     Nginx,
+    Haproxy,
+    Caddy,
     Varnish,
     Baseline,
 }
@@ -34,6 +42,8 @@ impl TargetKind {
         match self {
             TargetKind::Sluice => "sluice",
             TargetKind::Nginx => "nginx",
+            TargetKind::Haproxy => "haproxy",
+            TargetKind::Caddy => "caddy",
             TargetKind::Varnish => "varnish",
             TargetKind::Baseline => "baseline",
         }
@@ -96,6 +106,8 @@ pub fn start(
     let mut process = match kind {
         TargetKind::Sluice => sluice::start(scenario, ctx, origins, addr, &dir)?,
         TargetKind::Nginx => nginx::start(scenario, ctx, origins, addr, &dir)?,
+        TargetKind::Haproxy => haproxy::start(scenario, ctx, origins, addr, &dir)?,
+        TargetKind::Caddy => caddy::start(scenario, ctx, origins, addr, &dir)?,
         TargetKind::Varnish => varnish::start(scenario, ctx, origins, addr, &dir)?,
         TargetKind::Baseline => baseline::start(scenario, ctx, addr, &dir)?,
     };

@@ -41,6 +41,18 @@ impl Process {
         args: &[String],
         log: &Path,
     ) -> Result<Self, String> {
+        Self::spawn_pinned_with_env(name, cpus, program, args, &[], log)
+    }
+
+    /// [`Process::spawn_pinned`] with extra environment variables (`GOMAXPROCS` for Caddy).
+    pub fn spawn_pinned_with_env(
+        name: &str,
+        cpus: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log: &Path,
+    ) -> Result<Self, String> {
         let out = File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
         let err = out
             .try_clone()
@@ -50,6 +62,7 @@ impl Process {
             .arg(cpus)
             .arg(program)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
