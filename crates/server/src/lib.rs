@@ -13,6 +13,7 @@ pub mod client;
 pub mod compress;
 pub mod conn;
 pub mod context;
+pub mod h1;
 pub mod h2c;
 pub mod host;
 pub mod idle;
