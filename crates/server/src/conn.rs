@@ -245,13 +245,13 @@ async fn serve_stream(
         Prefixed::plain(stream)
     };
     let Some(acceptor) = &task.tls else {
-        let proto = match cleartext_protocol(task, &mut stream, &client).await {
+        let proto = match Box::pin(cleartext_protocol(task, &mut stream, &client)).await {
             Some(Sniffed::Http2) => {
                 state.set_h2();
                 Proto::Http2
             }
             Some(Sniffed::Http1) => Proto::Http1,
-            Some(Sniffed::BrokenPreface) => return h2c::refuse(stream).await,
+            Some(Sniffed::BrokenPreface) => return Box::pin(h2c::refuse(stream)).await,
             None => return,
         };
         let io = ClientIo::new(stream, state.clone(), Some(task.limits.header_read_timeout));
