@@ -56,6 +56,7 @@ impl Case {
 fn config(case: Case, conns: usize) -> String {
     format!(
         r#"
+        [server]
         max_connections = {max}
         [log]
         access = "off"
