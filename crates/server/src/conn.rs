@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -32,6 +33,7 @@ use crate::idle::{ClientIo, ConnState};
 use crate::limits::ConnectionSlots;
 use crate::metrics::ListenerMetrics;
 use crate::pipeline::Pipeline;
+use crate::preface::{Expect, PrefaceGuard};
 use crate::proxy_protocol::{self, Prefixed};
 use crate::workers::Workers;
 
@@ -84,16 +86,23 @@ pub struct ListenerState {
 pub type SharedState = Arc<ArcSwap<ListenerState>>;
 
 /// hyper builders for one listener, one per protocol: chosen by ALPN after a TLS handshake, by
-/// the listener's protocols or the h2c preface on a cleartext port.
+/// the listener's protocols or the h2c preface on a cleartext port. HTTP/1.1 is served by hyper
+/// directly (so that idle connections can be parked, `crate::h1`), HTTP/2 through hyper-util.
 struct Builders {
-    h1: auto::Builder<TokioExecutor>,
+    h1: http1::Builder,
     h2: auto::Builder<TokioExecutor>,
 }
 
+/// Which of a listener's builders serves a connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Http1,
+    Http2,
+}
+
 fn builders(limits: &ListenerLimits) -> Builders {
-    let mut base = auto::Builder::new(TokioExecutor::new());
-    base.http1()
-        .timer(TokioTimer::new())
+    let mut h1 = http1::Builder::new();
+    h1.timer(TokioTimer::new())
         .keep_alive(true)
         // Off: hyper's timer also runs while a keep-alive connection is idle; `idle.rs` times
         // request heads from their first byte instead.
@@ -101,7 +110,8 @@ fn builders(limits: &ListenerLimits) -> Builders {
         // hyper refuses a header block larger than its read buffer with 431; its minimum is 8 KiB.
         .max_buf_size(limits.max_header_size.max(8192))
         .max_headers(limits.max_headers);
-    base.http2()
+    let mut h2 = auto::Builder::new(TokioExecutor::new());
+    h2.http2()
         .timer(TokioTimer::new())
         // WebSocket over HTTP/2 (RFC 8441): SETTINGS_ENABLE_CONNECT_PROTOCOL; the proxy decides
         // per route which `:protocol`s pass (`proxy/upgrade.rs`).
@@ -121,8 +131,8 @@ fn builders(limits: &ListenerLimits) -> Builders {
             u32::try_from(limits.max_header_size.saturating_add(1)).unwrap_or(u32::MAX),
         );
     Builders {
-        h1: base.clone().http1_only(),
-        h2: base.http2_only(),
+        h1,
+        h2: h2.http2_only(),
     }
 }
 
@@ -209,7 +219,12 @@ async fn serve_stream(
     let mut stream = if task.proxy_protocol {
         // Under the header timeout: a peer that connects and says nothing costs no more here
         // than it would waiting for request headers.
-        match proxy_protocol::read_header(stream, task.limits.header_read_timeout).await {
+        match Box::pin(proxy_protocol::read_header(
+            stream,
+            task.limits.header_read_timeout,
+        ))
+        .await
+        {
             Ok((source, stream)) => {
                 // LOCAL / UNKNOWN: the balancer's own connection (health checks) stays itself.
                 if let Some(source) = source {
@@ -232,47 +247,54 @@ async fn serve_stream(
         Prefixed::plain(stream)
     };
     let Some(acceptor) = &task.tls else {
-        let builder = match cleartext_protocol(task, &mut stream, &client).await {
+        let proto = match Box::pin(cleartext_protocol(task, &mut stream, &client)).await {
             Some(Sniffed::Http2) => {
                 state.set_h2();
-                &task.builders.h2
+                Proto::Http2
             }
-            Some(Sniffed::Http1) => &task.builders.h1,
-            Some(Sniffed::BrokenPreface) => return h2c::refuse(stream).await,
+            Some(Sniffed::Http1) => Proto::Http1,
+            Some(Sniffed::BrokenPreface) => return Box::pin(h2c::refuse(stream)).await,
             None => return,
         };
         let io = ClientIo::new(stream, state.clone(), Some(task.limits.header_read_timeout));
-        return serve_io(builder, io, task, shared, client, shutdown, state).await;
+        // Boxed, here and below: a task's future is as large as its largest state, and the TLS
+        // and HTTP/2 ones are kilobytes that a plain HTTP/1.1 connection would carry for its
+        // whole life (`docs/performance.md`, "Memory").
+        return Box::pin(serve_io(proto, io, task, shared, client, shutdown, state)).await;
     };
     // The header timer starts once the handshake is over (it has its own timeout).
     let io = ClientIo::new(stream, state.clone(), None);
-    let mut tls =
-        match tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io)).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(err)) => {
-                task.metrics.tls_handshake_failed();
-                return tracing::debug!(remote = %client.remote, "TLS handshake failed: {err}");
-            }
-            Err(_) => {
-                task.metrics.tls_handshake_failed();
-                return tracing::debug!(remote = %client.remote, "TLS handshake timed out");
-            }
-        };
-    let builder = match tls.get_ref().1.alpn_protocol() {
-        Some(b"h2") => &task.builders.h2,
-        Some(_) => &task.builders.h1,
-        // No ALPN: the client did not ask; HTTP/1.1 unless the listener only speaks h2.
-        None if task.protocols.http1 => &task.builders.h1,
-        None => &task.builders.h2,
+    let mut tls = match Box::pin(tokio::time::timeout(
+        task.limits.tls_handshake_timeout,
+        acceptor.accept(io),
+    ))
+    .await
+    {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            task.metrics.tls_handshake_failed();
+            return tracing::debug!(remote = %client.remote, "TLS handshake failed: {err}");
+        }
+        Err(_) => {
+            task.metrics.tls_handshake_failed();
+            return tracing::debug!(remote = %client.remote, "TLS handshake timed out");
+        }
     };
-    if std::ptr::eq(builder, &task.builders.h2) {
+    let proto = match tls.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Proto::Http2,
+        Some(_) => Proto::Http1,
+        // No ALPN: the client did not ask; HTTP/1.1 unless the listener only speaks h2.
+        None if task.protocols.http1 => Proto::Http1,
+        None => Proto::Http2,
+    };
+    if proto == Proto::Http2 {
         state.set_h2();
     } else {
         tls.get_mut()
             .0
             .start_header_timer(task.limits.header_read_timeout);
     }
-    serve_io(builder, tls, task, shared, client, shutdown, state).await;
+    Box::pin(serve_io(proto, tls, task, shared, client, shutdown, state)).await;
 }
 
 /// Which protocol a cleartext connection speaks: the listener's only one, or on a port with
@@ -310,7 +332,7 @@ async fn cleartext_protocol(
 }
 
 async fn serve_io<I>(
-    builder: &auto::Builder<TokioExecutor>,
+    proto: Proto,
     io: I,
     task: &ListenerTask,
     shared: SharedState,
@@ -328,6 +350,9 @@ async fn serve_io<I>(
         let pipeline = shared.load().pipeline.clone();
         // Counted from here to the end of the response body: see `idle.rs`.
         let exchange = in_service.start(req.version());
+        if !req.body().is_end_stream() {
+            in_service.reading_body();
+        }
         if crate::tunnel::requested(&req) {
             // What a tunnel must know of its connection (see `crate::tunnel`).
             req.extensions_mut().insert(crate::tunnel::ConnLink {
@@ -340,11 +365,29 @@ async fn serve_io<I>(
             Ok::<_, Infallible>(exchange.respond(response))
         }
     });
-    // With upgrades: an HTTP/1.1 connection can be handed over to a tunnel after a 101. That
-    // way of serving ignores `http1_only` / `http2_only`; the guard holds the connection to them.
-    let io = crate::preface::PrefaceGuard::new(io, crate::preface::Expect::of(builder));
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-    tokio::pin!(conn);
+    if proto == Proto::Http1 {
+        // hyper's HTTP/1.1 would answer the HTTP/2 preface with an error response; the guard
+        // closes the connection instead, as on an HTTP/1.1-only port before.
+        let io = PrefaceGuard::new(io, Expect::Http1);
+        let idle_timeout = task.limits.idle_timeout;
+        return crate::h1::serve(
+            &task.builders.h1,
+            io,
+            service,
+            state,
+            idle_timeout,
+            shutdown,
+            client.remote,
+        )
+        .await;
+    }
+    // With upgrades: HTTP/2 extended CONNECT. That way of serving ignores `http2_only`; the
+    // guard holds the connection to it.
+    let builder = &task.builders.h2;
+    let io = PrefaceGuard::new(io, Expect::of(builder));
+    // Boxed: hyper-util's HTTP/2 connection is kilobytes, which `serve_io`'s future would
+    // otherwise reserve for every connection, HTTP/1.1 ones included.
+    let mut conn = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(io), service));
     // This watchdog closes connections on which no request made progress for `idle_timeout`
     // (idle keep-alive, HTTP/2 without streams, clients that stopped reading); request heads
     // are timed in `ClientIo` (see `idle.rs`).

@@ -54,6 +54,13 @@ pub struct ConnState {
     /// The connection was handed to a tunnel after a `101` (HTTP/1.1 Upgrade): its bytes are
     /// the tunnel's, never a request head, so no header timer either.
     switched: AtomicBool,
+    /// HTTP/1.1: the last request has a body, which hyper may not have read to its end yet
+    /// (cleared when the next request starts). Parking waits for the next request then.
+    body: AtomicBool,
+    /// HTTP/1.1: hyper's last read of the socket found nothing to read (`crate::h1::Probe`).
+    read_blocked: AtomicBool,
+    /// HTTP/1.1: hyper wrote to the socket since it last flushed it completely.
+    unflushed: AtomicBool,
     /// What the connection holds for its whole life (its `max_connections` permits, its place
     /// in the open-connections gauge, its drain guard), kept here so that a tunnel the
     /// connection turns into keeps them too: a WebSocket counts as the connection it is.
@@ -101,6 +108,7 @@ impl ConnState {
             self.h2.store(true, Ordering::Relaxed);
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
+        self.body.store(false, Ordering::Relaxed);
         self.progress.fetch_add(1, Ordering::Relaxed);
         self.waiting.fetch_add(1, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
@@ -108,6 +116,40 @@ impl ConnState {
             state: self.clone(),
             active: Some(Active(self.clone())),
         }
+    }
+
+    /// The request that just started has a body (HTTP/1.1; see [`Self::at_boundary`]).
+    pub fn reading_body(&self) {
+        self.body.store(true, Ordering::Relaxed);
+    }
+
+    /// hyper read the socket: `ready` if the read did not have to wait.
+    pub fn io_read(&self, ready: bool) {
+        self.read_blocked.store(!ready, Ordering::Relaxed);
+    }
+
+    /// hyper wrote (or tried to write) to the socket.
+    pub fn io_wrote(&self) {
+        self.unflushed.store(true, Ordering::Relaxed);
+    }
+
+    /// Everything hyper wrote to the socket has been flushed.
+    pub fn io_flushed(&self) {
+        self.unflushed.store(false, Ordering::Relaxed);
+    }
+
+    /// An HTTP/1.1 connection is between requests, as far as can be seen from outside hyper:
+    /// no request in progress (none waiting for its response, no response body streaming), the
+    /// last request's body (if any) not in the way, hyper's last read found nothing to read
+    /// and all it wrote is flushed. Then hyper has nothing left to do but wait for the next
+    /// request, and can be taken apart (`crate::h1`).
+    pub fn at_boundary(&self) -> bool {
+        !self.waiting()
+            && self.active.load(Ordering::Relaxed) == 0
+            && !self.body.load(Ordering::Relaxed)
+            && self.read_blocked.load(Ordering::Relaxed)
+            && !self.unflushed.load(Ordering::Relaxed)
+            && !self.no_heads()
     }
 
     /// The connection was negotiated as HTTP/2 (ALPN).

@@ -14,6 +14,7 @@ pub mod compress;
 pub mod conn;
 pub mod context;
 pub mod cpu;
+pub mod h1;
 pub mod h2c;
 pub mod host;
 pub mod idle;

@@ -1,7 +1,8 @@
 //! Keeping a connection to the protocol its port or ALPN chose, whatever hyper-util sniffs.
 //!
-//! Connections are served with hyper-util's `serve_connection_with_upgrades`, so that an
-//! HTTP/1.1 connection can be handed over to a WebSocket tunnel after a 101. That method always
+//! HTTP/2 connections are served with hyper-util's `serve_connection_with_upgrades` (for
+//! extended CONNECT); HTTP/1.1 ones by hyper directly (`crate::h1`), whose parser would answer
+//! the HTTP/2 preface with an error response where a closed connection is wanted. That method always
 //! tells HTTP/1.1 from HTTP/2 by the first bytes (the HTTP/2 connection preface, RFC 9113 §3.4)
 //! and ignores the builder's `http1_only` / `http2_only` (documented on `http1_only`). So an
 //! HTTP/1.1-only port (or a TLS connection that chose `http/1.1` by ALPN) would speak h2c to a

@@ -18,6 +18,7 @@ mod http2;
 mod lifecycle;
 mod limits;
 mod listeners;
+mod memory;
 mod metrics;
 mod paths;
 mod precompress;
