@@ -245,14 +245,15 @@ impl StaticFiles {
             Some(contents) => FileOrContents::Contents(contents),
             None => FileOrContents::File(open.file),
         };
-        Ok(Some(Found::Opened(prepared, body)))
+        Ok(Some(Found::Opened(Box::new(prepared), body)))
     }
 }
 
 /// What a request found: an entry of the memory cache, or a file looked up for it.
 enum Found {
     Cached(Arc<Cached>),
-    Opened(Prepared, FileOrContents),
+    /// Boxed: the uncached path is the rare one, and it keeps `Found` small.
+    Opened(Box<Prepared>, FileOrContents),
 }
 
 /// The identity a file's own bytes carry to compression; a sidecar is encoded already.
