@@ -456,11 +456,18 @@ pub struct StaticFiles {
     /// Bytes of small files (each at most 256 KiB) kept in memory for this route, served
     /// without touching the disk while they stay unchanged. 0: off.
     pub memory_cache: u64,
+    /// How long a file in the memory cache is served without a `stat` of its paths after one
+    /// found them unchanged (at most [`Self::MAX_MEMORY_CACHE_RECHECK`]); zero: before every hit.
+    pub memory_cache_recheck: Duration,
 }
 
 impl StaticFiles {
     /// The default of `memory_cache`: 32 MiB, about 400 pages of 75 KB.
     pub const DEFAULT_MEMORY_CACHE: u64 = 32 * 1024 * 1024;
+    /// The default of `memory_cache_recheck`: a change is seen within 100 ms.
+    pub const DEFAULT_MEMORY_CACHE_RECHECK: Duration = Duration::from_millis(100);
+    /// The longest `memory_cache_recheck`: entries are looked up afresh after 1 s anyway.
+    pub const MAX_MEMORY_CACHE_RECHECK: Duration = Duration::from_secs(1);
 
     pub fn new(root: PathBuf) -> Self {
         Self {
@@ -470,6 +477,7 @@ impl StaticFiles {
             follow_symlinks_outside_root: false,
             precompressed: Vec::new(),
             memory_cache: Self::DEFAULT_MEMORY_CACHE,
+            memory_cache_recheck: Self::DEFAULT_MEMORY_CACHE_RECHECK,
         }
     }
 }

@@ -356,6 +356,44 @@ fn memory_cache_is_a_size_and_zero_turns_it_off() {
 }
 
 #[test]
+fn memory_cache_recheck_is_a_duration_of_at_most_one_second() {
+    let parse = |value: &str| {
+        let text = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
+        );
+        parse_str(&text, Path::new("sluice.toml")).map(|config| {
+            let Action::Static(files) = &config.routes[0].action else {
+                panic!("static")
+            };
+            files.memory_cache_recheck
+        })
+    };
+    use std::time::Duration;
+    assert_eq!(parse("").unwrap(), Duration::from_millis(100));
+    assert_eq!(
+        parse(r#", memory_cache_recheck = "250ms""#).unwrap(),
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        parse(r#", memory_cache_recheck = "0s""#).unwrap(),
+        Duration::ZERO
+    );
+    assert_eq!(
+        parse(r#", memory_cache_recheck = "1s""#).unwrap(),
+        Duration::from_secs(1)
+    );
+    let diagnostics = parse(r#", memory_cache_recheck = "5s""#).unwrap_err();
+    let d = diagnostics.iter().next().unwrap();
+    assert_eq!(d.key_path, "routes[0].static.memory_cache_recheck");
+    assert_eq!((d.line, d.column), (4, 49));
+    assert!(d.message.contains("at most 1s"), "{}", d.message);
+    assert!(d.hint.as_deref().unwrap_or_default().contains("0s"));
+    let diagnostics = parse(", memory_cache_recheck = 100").unwrap_err();
+    let d = diagnostics.iter().next().unwrap();
+    assert_eq!(d.key_path, "routes[0].static.memory_cache_recheck");
+}
+
+#[test]
 fn limits_map_to_typed_values_with_zero_meaning_none() {
     let defaults = parse_str(
         "[[listeners]]\naddress = \"127.0.0.1:8080\"\n[[routes]]\nrespond = {}\n",

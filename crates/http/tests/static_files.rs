@@ -76,6 +76,12 @@ impl Site {
     fn default_route(&self) -> Result<StaticFiles, BoxError> {
         self.route(|_| {})
     }
+
+    /// The default route, but its memory cache checks the files before every hit
+    /// (`memory_cache_recheck = "0s"`): a change is served by the very next request.
+    fn rechecking_route(&self) -> Result<StaticFiles, BoxError> {
+        self.route(|c| c.memory_cache_recheck = Duration::ZERO)
+    }
 }
 
 /// What came back: a response (with its collected body and frame count) or an error's kind.

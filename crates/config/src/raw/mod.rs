@@ -184,6 +184,7 @@ pub(crate) struct RawStatic {
     pub follow_symlinks_outside_root: Option<bool>,
     pub precompressed: Option<Spanned<BoolOrList>>,
     pub memory_cache: Option<Spanned<Scalar>>,
+    pub memory_cache_recheck: Option<Spanned<Scalar>>,
 }
 
 /// `respond = { ... }`

@@ -4,6 +4,8 @@
 //! upstream group made for it.
 
 use http::header::{HeaderName, HeaderValue};
+use std::time::Duration;
+
 use http::{HeaderMap, StatusCode};
 use sluice_core::SidecarCoding;
 use toml::Spanned;
@@ -105,6 +107,7 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
         StaticFiles::DEFAULT_MEMORY_CACHE,
         0,
     );
+    let memory_cache_recheck = memory_cache_recheck(cx, path, raw);
     Some(Action::Static(StaticFiles {
         root: root?,
         index,
@@ -112,7 +115,25 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
         follow_symlinks_outside_root: raw.follow_symlinks_outside_root.unwrap_or(false),
         precompressed,
         memory_cache,
+        memory_cache_recheck,
     }))
+}
+
+/// `memory_cache_recheck`: a duration from 0s (a `stat` before every hit) to 1s (the age at
+/// which an entry is looked up afresh anyway, so a longer one would mean nothing).
+fn memory_cache_recheck(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Duration {
+    let key = path.key("memory_cache_recheck");
+    let default = StaticFiles::DEFAULT_MEMORY_CACHE_RECHECK;
+    let value = raw.memory_cache_recheck.as_ref();
+    let recheck = cx.duration_or_zero(&key, value, default, None);
+    let max = StaticFiles::MAX_MEMORY_CACHE_RECHECK;
+    if recheck <= max {
+        return recheck;
+    }
+    let message = format!("memory_cache_recheck must be at most 1s, found {recheck:?}");
+    let hint = "entries are looked up afresh after 1s anyway; e.g. \"100ms\", or \"0s\" to check before every hit";
+    cx.r.error(&key, value.map(|v| v.span()), message, Some(hint.into()));
+    default
 }
 
 /// `precompressed = true` (every sidecar coding, zstd > br > gzip), `false`, or a list of

@@ -12,8 +12,10 @@
 //! 1. `path.rs`: method check (GET/HEAD, else 405), route prefix stripped, path decoded; any
 //!    `..`, NUL or invalid UTF-8 is a 400. `precompressed.rs`: with `precompressed` on, the
 //!    sidecar codings the client accepts, best first (`Accept-Encoding` negotiation).
-//! 2. `cache.rs`: a small file served recently and unchanged since (one `stat` says so) is
-//!    answered from memory, with no lookup. Otherwise `resolve.rs` (one trip to the blocking
+//! 2. `cache.rs`: a small file served recently and unchanged since (a `stat` says so, at most
+//!    once per `memory_cache_recheck`) is answered from memory, with no lookup and no
+//!    allocation beyond the response itself: keyed by the request's path as it came, with its
+//!    heads built once (`head.rs`). Otherwise `resolve.rs` (one trip to the blocking
 //!    pool): canonicalise, contain symlinks, directory -> 301 to add `/` or its index file,
 //!    open, `fstat` once; then one `lstat` per accepted coding until a sidecar (`app.js.br`
 //!    beside the canonical `app.js`, not older than it) is found.
@@ -26,8 +28,9 @@
 //!    cache is on, or for a plain GET (no Range, no If-None-Match / If-Modified-Since) when it
 //!    is off: one trip per request instead of two or more, which was most of a small file's
 //!    cost in `sluice bench`. Those bytes then go into the memory cache.
-//! 6. `response.rs`: `Content-Type` (by extension; a sidecar gets its original's) and the
-//!    body-less answers.
+//! 6. `head.rs`: the validators and the `200` and `304` heads of one version of a file, built
+//!    once (kept with a memory-cache entry); `response.rs`: `Content-Type` (by extension; a
+//!    sidecar gets its original's) and the body-less answers.
 //!
 //! A sidecar is served as the representation itself: `Content-Encoding`, its own validators and
 //! length, ranges over its encoded bytes (as Caddy and nginx's `gzip_static` do), and the
@@ -55,6 +58,7 @@ mod body;
 mod cache;
 mod conditional;
 mod etag;
+mod head;
 mod path;
 mod precompressed;
 pub mod range;
@@ -63,16 +67,18 @@ mod response;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Response, StatusCode, Uri};
 use sluice_core::{Body, ContentCoding, Error, ErrorKind};
 
-use cache::{Cached, FileCache};
-use conditional::{Precondition, Validators};
+use cache::{Cached, FileCache, Key, KeyRef};
+use conditional::Precondition;
+use head::Prepared;
+use precompressed::Accepted;
 use range::RangeDecision;
-use resolve::{FileStamp, OpenFile, Resolver, Target};
+use resolve::{FileStamp, Resolver, Target};
 
 use crate::compress_policy::{ContentId, NotModifiedOf, Precompressed, add_vary};
 
@@ -118,7 +124,11 @@ impl StaticFiles {
             route_prefix: route_prefix.to_owned(),
             strip_prefix: cfg.strip_prefix,
             sidecars: cfg.precompressed.iter().map(|&c| c.coding()).collect(),
-            cache: FileCache::new(cfg.memory_cache, cache::REVALIDATE_AFTER),
+            cache: FileCache::new(
+                cfg.memory_cache,
+                cache::REVALIDATE_AFTER,
+                cfg.memory_cache_recheck,
+            ),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -145,16 +155,32 @@ impl StaticFiles {
         let inner = &self.inner;
         let raw = path::strip_route_prefix(uri.path(), &inner.route_prefix, inner.strip_prefix)
             .ok_or_else(|| Error::downstream(ErrorKind::NotFound, "not found"))?;
-        let rel = path::to_rel_path(raw)?;
         let sidecars = precompressed::accepted(headers, &inner.sidecars);
-        let key = cache::Key { rel, sidecars };
-        let cached = inner.cache.as_ref().and_then(|cache| cache.get(&key));
-        let mut response = match cached {
-            Some(hit) => respond(method, headers, Representation::cached(&hit)).await?,
-            None => match self.look_up(method, headers, key).await? {
-                Some(representation) => respond(method, headers, representation).await?,
+        // A hit needs neither the decoded path nor the clock's wall time: the key is the
+        // request's own path, and the entry holds its finished heads.
+        let now = Instant::now();
+        let hit = (inner.cache.as_ref()).and_then(|cache| {
+            cache.get(
+                KeyRef {
+                    path: raw,
+                    sidecars,
+                },
+                now,
+            )
+        });
+        let found = match hit {
+            Some(hit) => Found::Cached(hit),
+            None => match self.look_up(method, headers, raw, sidecars, now).await? {
+                Some(found) => found,
                 None => return add_slash(uri),
             },
+        };
+        let mut response = match found {
+            Found::Cached(hit) => {
+                let contents = FileOrContents::Contents(hit.contents.clone());
+                respond(method, headers, &hit.prepared, contents).await?
+            }
+            Found::Opened(prepared, body) => respond(method, headers, &prepared, body).await?,
         };
         if !inner.sidecars.is_empty() {
             // Another Accept-Encoding may get another variant of this file: caches must key on
@@ -164,15 +190,18 @@ impl StaticFiles {
         Ok(response)
     }
 
-    /// Step 2 on the blocking pool: the file for `key`, read whole when small (and, with the
-    /// cache off, about to be sent whole), then kept in the memory cache. `None`: a directory
-    /// without its slash.
+    /// Step 2 on the blocking pool: the file at `raw` (the request's path as the route sees
+    /// it), read whole when small (and, with the cache off, about to be sent whole), then kept
+    /// in the memory cache. `None`: a directory without its slash.
     async fn look_up(
         &self,
         method: &Method,
         headers: &HeaderMap,
-        key: cache::Key,
-    ) -> Result<Option<Representation>, Error> {
+        raw: &str,
+        sidecars: Accepted,
+        read_at: Instant,
+    ) -> Result<Option<Found>, Error> {
+        let rel = path::to_rel_path(raw)?;
         // A plain GET (no range, no validator that may make it a 304) almost always sends the
         // whole file: read a small one on the lookup's trip to the blocking pool. With the
         // memory cache on, read it for any request: the next ones are then served from memory.
@@ -182,12 +211,12 @@ impl StaticFiles {
                 && !headers.contains_key(header::IF_NONE_MATCH)
                 && !headers.contains_key(header::IF_MODIFIED_SINCE));
         let inner = Arc::clone(&self.inner);
-        let (key, target) = tokio::task::spawn_blocking(move || {
-            let mut target = inner.resolver.resolve(&key.rel, key.sidecars.as_slice())?;
+        let target = tokio::task::spawn_blocking(move || {
+            let mut target = inner.resolver.resolve(&rel, sidecars.as_slice())?;
             if let (true, Target::File(open)) = (prefetch, &mut target) {
                 open.prefetch(body::SMALL_BODY);
             }
-            Ok::<_, Error>((key, target))
+            Ok::<_, Error>(target)
         })
         .await
         .map_err(|e| Error::internal(ErrorKind::Io, "file lookup task failed").with_source(e))??;
@@ -196,54 +225,35 @@ impl StaticFiles {
             Target::AddSlash => return Ok(None),
             Target::File(open) => open,
         };
-        let content_type = response::content_type(&open.name);
-        if let Some(cache) = &self.inner.cache {
-            cache.insert(key, &open, &content_type);
+        let prepared = Prepared::new(
+            open.len,
+            open.modified,
+            open.encoding,
+            response::content_type(&open.name),
+            content_id(open.encoding, &open.stamp),
+            SystemTime::now(),
+        );
+        if let (Some(cache), Some(contents)) = (&self.inner.cache, &open.contents) {
+            let key = Key {
+                path: raw.into(),
+                sidecars,
+            };
+            let entry = cache.insert(key, contents.clone(), open.probes, prepared, read_at);
+            return Ok(Some(Found::Cached(entry)));
         }
-        Ok(Some(Representation::opened(open, content_type)))
-    }
-}
-
-/// A file's bytes (opened, or in memory) and what describes them.
-struct Representation {
-    body: FileOrContents,
-    len: u64,
-    modified: Option<SystemTime>,
-    /// `Identity`, or the coding of a precompressed sidecar.
-    encoding: ContentCoding,
-    /// The original's type, also for a sidecar.
-    content_type: HeaderValue,
-    /// What identifies these bytes to response compression; `None` for a sidecar (never
-    /// compressed again) and where the platform cannot tell file versions apart.
-    id: Option<ContentId>,
-}
-
-impl Representation {
-    fn opened(open: OpenFile, content_type: HeaderValue) -> Self {
         let body = match open.contents {
             Some(contents) => FileOrContents::Contents(contents),
             None => FileOrContents::File(open.file),
         };
-        Self {
-            body,
-            len: open.len,
-            modified: open.modified,
-            encoding: open.encoding,
-            content_type,
-            id: content_id(open.encoding, &open.stamp),
-        }
+        Ok(Some(Found::Opened(Box::new(prepared), body)))
     }
+}
 
-    fn cached(hit: &Cached) -> Self {
-        Self {
-            body: FileOrContents::Contents(hit.contents.clone()),
-            len: hit.contents.len() as u64,
-            modified: hit.modified,
-            encoding: hit.encoding,
-            content_type: hit.content_type.clone(),
-            id: content_id(hit.encoding, &hit.stamp),
-        }
-    }
+/// What a request found: an entry of the memory cache, or a file looked up for it.
+enum Found {
+    Cached(Arc<Cached>),
+    /// Boxed: the uncached path is the rare one, and it keeps `Found` small.
+    Opened(Box<Prepared>, FileOrContents),
 }
 
 /// The identity a file's own bytes carry to compression; a sidecar is encoded already.
@@ -259,33 +269,25 @@ fn content_id(encoding: ContentCoding, stamp: &FileStamp) -> Option<ContentId> {
 async fn respond(
     method: &Method,
     headers: &HeaderMap,
-    file: Representation,
+    file: &Prepared,
+    body: FileOrContents,
 ) -> Result<Response<Body>, Error> {
-    let Representation {
-        body,
-        len,
-        modified,
-        encoding,
-        content_type,
-        id,
-    } = file;
-    let validators = &Validators::new(modified, len, encoding, SystemTime::now());
-    let mut response = match conditional::evaluate(headers, validators) {
+    let mut response = match conditional::evaluate(headers, &file.validators) {
         Precondition::Failed => return Ok(response::empty(StatusCode::PRECONDITION_FAILED)),
         Precondition::NotModified => {
             // No Content-Length and no body: RFC 9110 §15.4.5.
             let mut response = response::empty(StatusCode::NOT_MODIFIED);
-            response::set_validators(&mut response, validators);
+            *response.headers_mut() = file.not_modified.clone();
             // What the 200 would be, so compression gives the 304 the same ETag and Vary.
-            response
-                .extensions_mut()
-                .insert(NotModifiedOf { content_type, len });
+            response.extensions_mut().insert(NotModifiedOf {
+                content_type: file.content_type.clone(),
+                len: file.len,
+            });
             response
         }
         Precondition::Proceed => {
-            let mut response =
-                whole_or_range(method, headers, body, len, validators, content_type).await?;
-            if let (StatusCode::OK, Some(id)) = (response.status(), id) {
+            let mut response = whole_or_range(method, headers, body, file).await?;
+            if let (StatusCode::OK, Some(id)) = (response.status(), file.id) {
                 // The whole file (a GET's body, or what a HEAD describes): compression may
                 // keep its encoded forms under this identity and serve them again.
                 response.extensions_mut().insert(id);
@@ -293,17 +295,11 @@ async fn respond(
             response
         }
     };
-    if encoding != ContentCoding::Identity {
-        // Representation metadata goes with a representation: not on 304 (§15.4.5) or 416.
-        let status = response.status();
-        if status == StatusCode::OK || status == StatusCode::PARTIAL_CONTENT {
-            let coding = HeaderValue::from_static(encoding.as_str());
-            response
-                .headers_mut()
-                .insert(header::CONTENT_ENCODING, coding);
-        }
+    if file.encoding != ContentCoding::Identity {
         // Logs and metrics say `precompressed`, and response compression leaves it alone.
-        response.extensions_mut().insert(Precompressed(encoding));
+        response
+            .extensions_mut()
+            .insert(Precompressed(file.encoding));
     }
     Ok(response)
 }
@@ -319,12 +315,15 @@ async fn whole_or_range(
     method: &Method,
     headers: &HeaderMap,
     file: FileOrContents,
-    len: u64,
-    validators: &Validators,
-    content_type: HeaderValue,
+    prepared: &Prepared,
 ) -> Result<Response<Body>, Error> {
-    // Range is defined for GET only (§14.2): a HEAD always describes the whole file.
-    let decision = if method == Method::GET && conditional::if_range_allows(headers, validators) {
+    let len = prepared.len;
+    // Range is defined for GET only (§14.2): a HEAD always describes the whole file. Without
+    // a `Range` header, `If-Range` has nothing to decide (§13.1.5).
+    let decision = if method == Method::GET
+        && headers.contains_key(header::RANGE)
+        && conditional::if_range_allows(headers, &prepared.validators)
+    {
         range::decide(range::header_value(headers), len)
     } else {
         RangeDecision::Whole
@@ -360,17 +359,26 @@ async fn whole_or_range(
         FileOrContents::File(file) => body::file_body(file, start, count).await?,
     };
     let mut response = Response::new(body);
+    if status == StatusCode::OK {
+        // The head built once for this version of the file.
+        *response.headers_mut() = prepared.ok.clone();
+        return Ok(response);
+    }
     *response.status_mut() = status;
-    response::set_validators(&mut response, validators);
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, content_type);
+    prepared.set_validators(h);
+    h.insert(header::CONTENT_TYPE, prepared.content_type.clone());
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    if status == StatusCode::PARTIAL_CONTENT {
-        let end = start + count - 1;
-        if let Ok(value) = HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")) {
-            h.insert(header::CONTENT_RANGE, value);
-        }
+    let end = start + count - 1;
+    if let Ok(value) = HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")) {
+        h.insert(header::CONTENT_RANGE, value);
+    }
+    if prepared.encoding != ContentCoding::Identity {
+        // Representation metadata goes with a representation: on 200 and 206, not on 304
+        // (§15.4.5) or 416.
+        let coding = HeaderValue::from_static(prepared.encoding.as_str());
+        h.insert(header::CONTENT_ENCODING, coding);
     }
     Ok(response)
 }

@@ -7,8 +7,6 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use sluice_core::Body;
 
-use super::conditional::Validators;
-
 /// `Content-Type` from the file name's extension; `application/octet-stream` when unknown
 /// (never sniffed: sniffing turns uploaded text into HTML). Textual types say `charset=utf-8`,
 /// the only charset a modern site ships, so browsers do not guess.
@@ -33,18 +31,6 @@ pub(crate) fn empty(status: StatusCode) -> Response<Body> {
     let mut response = Response::new(Body::Empty);
     *response.status_mut() = status;
     response
-}
-
-/// Add `ETag` and `Last-Modified`: on 200, 206 and 304 alike (RFC 9110 §15.4.5 asks a 304 to
-/// carry the validators a 200 would have).
-pub(crate) fn set_validators(response: &mut Response<Body>, v: &Validators) {
-    let headers = response.headers_mut();
-    if let Some(etag) = v.etag_header() {
-        headers.insert(header::ETAG, etag);
-    }
-    if let Some(last_modified) = v.last_modified_header() {
-        headers.insert(header::LAST_MODIFIED, last_modified);
-    }
 }
 
 /// `405` with `Allow: GET, HEAD`.

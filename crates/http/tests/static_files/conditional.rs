@@ -26,7 +26,7 @@ async fn a_200_carries_validators_and_accept_ranges() -> TestResult {
 #[tokio::test]
 async fn the_etag_changes_with_size_and_mtime() -> TestResult {
     let site = Site::new()?;
-    let files = site.default_route()?;
+    let files = site.rechecking_route()?;
     let before = get(&files, "/hello.txt", &[]).await?;
     site.file("hello.txt", b"longer content now")?;
     let resized = get(&files, "/hello.txt", &[]).await?;

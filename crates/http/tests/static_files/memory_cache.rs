@@ -1,6 +1,7 @@
-//! The memory cache of small files (on by default): a hit answers exactly as a lookup would,
-//! and any change to a file the lookup looked at is served by the very next request; the
-//! identity a response carries to compression changes with the file, hit or lookup.
+//! The memory cache of small files (on by default): a hit answers exactly as a lookup would;
+//! any change to a file the lookup looked at is served by the first request after
+//! `memory_cache_recheck` (here mostly "0s": the very next one); the identity a response
+//! carries to compression changes with the file, hit or lookup.
 
 use super::*;
 use sluice_core::SidecarCoding;
@@ -85,10 +86,69 @@ async fn hits_answer_every_request_as_a_lookup_would() -> TestResult {
     Ok(())
 }
 
+/// With the default `memory_cache_recheck` (100 ms) a hit within the interval is served
+/// without looking at the file system: a change is seen by the first request once the interval
+/// has passed since the entry was filled, never before (a slow machine may take that long
+/// between two requests, so only "never before" is asserted of the first one). Polled with a
+/// deadline: no sleep decides the outcome.
+#[tokio::test]
+async fn a_change_is_seen_once_the_recheck_interval_has_passed() -> TestResult {
+    let site = Site::new()?;
+    let interval = Duration::from_millis(100);
+    let files = site.route(|c| c.memory_cache_recheck = interval)?;
+    let filled = std::time::Instant::now();
+    assert_eq!(get(&files, "/hello.txt", &[]).await?.body, HELLO);
+    let staged = site.file("hello.txt.new", b"the new release")?;
+    fs::rename(staged, site.root.join("hello.txt"))?;
+
+    let deadline = filled + Duration::from_secs(10);
+    loop {
+        let reply = get(&files, "/hello.txt", &[]).await?;
+        if reply.body == "the new release" {
+            assert!(
+                filled.elapsed() >= interval,
+                "seen before the interval passed"
+            );
+            assert_eq!(reply.header(header::CONTENT_LENGTH), Some("15"));
+            break;
+        }
+        assert_eq!(
+            reply.body, HELLO,
+            "the old version or the new one, nothing else"
+        );
+        assert!(std::time::Instant::now() < deadline, "not seen within 10 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+/// The longest interval: within it, the old version is served from memory (unless the
+/// machine stalled for that long); after it, the new one.
+#[tokio::test]
+async fn within_the_recheck_interval_a_hit_is_served_without_a_stat() -> TestResult {
+    let site = Site::new()?;
+    let interval = Duration::from_secs(1);
+    let files = site.route(|c| c.memory_cache_recheck = interval)?;
+    let filled = std::time::Instant::now();
+    assert_eq!(get(&files, "/hello.txt", &[]).await?.body, HELLO);
+    fs::remove_file(site.root.join("hello.txt"))?;
+    match request(&files, Method::GET, "/hello.txt", &[]).await? {
+        Ok(reply) => assert_eq!(reply.body, HELLO),
+        Err(kind) => {
+            assert_eq!(kind, ErrorKind::NotFound);
+            assert!(
+                filled.elapsed() >= interval,
+                "seen before the interval passed"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_edit_in_place_with_the_same_size_and_mtime_is_served_at_once() -> TestResult {
     let site = Site::new()?;
-    let files = site.default_route()?;
+    let files = site.rechecking_route()?;
     assert_eq!(get(&files, "/hello.txt", &[]).await?.body, HELLO);
     let edited = HELLO.to_uppercase();
     edit_in_place(&site, "hello.txt", edited.as_bytes())?;
@@ -99,7 +159,7 @@ async fn an_edit_in_place_with_the_same_size_and_mtime_is_served_at_once() -> Te
 #[tokio::test]
 async fn a_file_replaced_by_rename_is_served_at_once() -> TestResult {
     let site = Site::new()?;
-    let files = site.default_route()?;
+    let files = site.rechecking_route()?;
     assert_eq!(get(&files, "/hello.txt", &[]).await?.body, HELLO);
     let staged = site.file("hello.txt.new", b"the new release")?;
     fs::rename(staged, site.root.join("hello.txt"))?;
@@ -112,7 +172,7 @@ async fn a_file_replaced_by_rename_is_served_at_once() -> TestResult {
 #[tokio::test]
 async fn a_deleted_file_is_404_at_once() -> TestResult {
     let site = Site::new()?;
-    let files = site.default_route()?;
+    let files = site.rechecking_route()?;
     assert_eq!(get(&files, "/hello.txt", &[]).await?.status, StatusCode::OK);
     fs::remove_file(site.root.join("hello.txt"))?;
     assert_eq!(get_err(&files, "/hello.txt").await?, ErrorKind::NotFound);
@@ -124,7 +184,10 @@ async fn sidecars_that_appear_change_or_go_stale_are_seen_at_once() -> TestResul
     let site = Site::new()?;
     let original = "x".repeat(4096);
     site.file("app.js", original.as_bytes())?;
-    let files = site.route(|c| c.precompressed = vec![SidecarCoding::GZIP])?;
+    let files = site.route(|c| {
+        c.precompressed = vec![SidecarCoding::GZIP];
+        c.memory_cache_recheck = Duration::ZERO;
+    })?;
     let gzip = [("accept-encoding", "gzip")];
 
     // No sidecar yet: the original, cached under this Accept-Encoding.
@@ -164,7 +227,7 @@ async fn a_removed_or_repointed_file_link_is_seen_at_once() -> TestResult {
     site.file("v1.txt", b"version one")?;
     site.file("v2.txt", b"version two")?;
     symlink("v1.txt", site.root.join("app.txt"))?;
-    let files = site.default_route()?;
+    let files = site.rechecking_route()?;
     assert_eq!(get(&files, "/app.txt", &[]).await?.body, "version one");
 
     // Re-pointed atomically, as deploys do.
@@ -187,7 +250,7 @@ async fn a_repointed_directory_link_is_seen_at_once() -> TestResult {
     site.file("releases/2/app.js", b"release two")?;
     site.file("releases/2/index.html", b"index two")?;
     symlink("releases/1", site.root.join("current"))?;
-    let files = site.default_route()?;
+    let files = site.rechecking_route()?;
     assert_eq!(
         get(&files, "/current/app.js", &[]).await?.body,
         "release one"
@@ -208,7 +271,10 @@ async fn a_repointed_directory_link_is_seen_at_once() -> TestResult {
 async fn an_index_file_earlier_in_the_list_is_served_once_it_appears() -> TestResult {
     let site = Site::new()?;
     site.file("docs/index.htm", b"the old index")?;
-    let files = site.route(|c| c.index = vec!["index.html".into(), "index.htm".into()])?;
+    let files = site.route(|c| {
+        c.index = vec!["index.html".into(), "index.htm".into()];
+        c.memory_cache_recheck = Duration::ZERO;
+    })?;
     assert_eq!(get(&files, "/docs/", &[]).await?.body, "the old index");
     site.file("docs/index.html", b"the new index")?;
     let reply = get(&files, "/docs/", &[]).await?;
@@ -260,7 +326,7 @@ async fn content_id(
 #[tokio::test]
 async fn the_whole_file_carries_an_id_that_changes_with_the_file() -> TestResult {
     let site = Site::new()?;
-    for files in [site.default_route()?, uncached_route(&site)?] {
+    for files in [site.rechecking_route()?, uncached_route(&site)?] {
         // A lookup and a hit, GET and HEAD: one version, one id.
         let first = content_id(&files, Method::GET, &[]).await?.ok_or("no id")?;
         assert_eq!(content_id(&files, Method::GET, &[]).await?, Some(first));

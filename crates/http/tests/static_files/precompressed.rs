@@ -46,8 +46,13 @@ fn with_sidecars(site: &Site, rel: &str) -> Result<Sidecars, BoxError> {
     Ok(sidecars)
 }
 
+/// Every sidecar coding; the memory cache checks the files before every hit, so the tests
+/// that change sidecars between requests see the change at once.
 fn precompressed_route(site: &Site) -> Result<StaticFiles, BoxError> {
-    site.route(|c| c.precompressed = SidecarCoding::ALL.to_vec())
+    site.route(|c| {
+        c.precompressed = SidecarCoding::ALL.to_vec();
+        c.memory_cache_recheck = Duration::ZERO;
+    })
 }
 
 async fn get_ae(files: &StaticFiles, uri: &str, accept: &str) -> Result<Reply, BoxError> {

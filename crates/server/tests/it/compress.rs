@@ -69,7 +69,8 @@ async fn static_server(dir: &std::path::Path, option: &str) -> TestServer {
             address = "127.0.0.1:0"
             [[routes]]
             name = "files"
-            static = {{ root = "public" }}
+            # "0s": an edited file is served by the next request (compress/variants.rs).
+            static = {{ root = "public", memory_cache_recheck = "0s" }}
             compress = {option}
             "#
         ),
