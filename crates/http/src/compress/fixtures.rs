@@ -2,6 +2,9 @@
 //! bench, which includes this file): the lab's 74 KB static page, the demo origin's 340 KB
 //! date JSON and a 1 MiB slice of seed 004's stream, as the origin sends it (16 KiB frames).
 
+// Test and bench code: a fixture that cannot be built is a failed run.
+#![allow(clippy::expect_used)]
+
 use bytes::Bytes;
 
 /// The page the lab serves (`sluice bench`, seed 001's 74 KB static page).
