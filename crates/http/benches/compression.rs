@@ -8,13 +8,24 @@
 //! page's first 4 KiB, shows the fixed cost of setting up an encoder per response. Results and what they
 //! mean for the default levels: docs/compression-levels.md.
 //!
+//! The `gzip-levels/*` and `gzip-stream/*` groups (support/gzip_levels.rs) set gzip at every
+//! level 1–9 against zlib, zlib-rs and libdeflate, in CPU time (support/cpu_time.rs) and bytes.
+//!
 //! `cargo bench -p sluice-http --bench compression -- --warm-up-time 1 --measurement-time 3`
+//! `cargo bench -p sluice-http --bench compression -- gzip-levels --warm-up-time 0.5 --measurement-time 1`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use bytes::BytesMut;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sluice_core::Compression;
 use sluice_http::compress::Encoder;
+
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+#[path = "../src/compress/fixtures.rs"]
+mod fixtures;
+#[path = "support/gzip_levels.rs"]
+mod gzip_levels;
 
 /// Compress `input` as one response.
 fn compress(alg: Compression, level: i32, input: &[u8]) -> BytesMut {
@@ -232,4 +243,9 @@ criterion_group! {
     config = Criterion::default().sample_size(20);
     targets = bench
 }
-criterion_main!(benches);
+criterion_group! {
+    name = gzip;
+    config = Criterion::default().sample_size(10).with_measurement(cpu_time::CpuTime);
+    targets = gzip_levels::bench
+}
+criterion_main!(benches, gzip);

@@ -118,6 +118,51 @@ async fn a_paused_upstream_gets_its_bytes_to_the_client_before_more_arrive() {
     }
 }
 
+/// [`ChannelBody`] announcing an exact length, as a proxied response with `Content-Length`.
+struct KnownLength(ChannelBody, u64);
+
+impl Body for KnownLength {
+    type Data = Bytes;
+    type Error = sluice_core::BoxError;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.0).poll_frame(cx)
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.1)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_body_of_known_length_is_flushed_at_the_delay_not_at_the_pause() {
+    let delay = Duration::from_millis(50);
+    let first = b"{\"first\": \"half of one document\",";
+    for alg in ALL {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let options = CompressOptions {
+            flush_delay: delay,
+            event_stream: false,
+        };
+        let mut body = compress(alg, KnownLength(ChannelBody(rx), 64), options);
+        tx.send(Ok(Frame::data(Bytes::from_static(first)))).unwrap();
+        let start = tokio::time::Instant::now();
+        // The inner body stays paused: only the delay can flush (virtual time auto-advances).
+        let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        let elapsed = start.elapsed();
+        assert!(
+            elapsed >= delay,
+            "{alg:?}: flushed after {elapsed:?}, at the pause"
+        );
+        let mut decoder = StreamDecoder::new(alg);
+        assert_eq!(decoder.feed(&frame), first, "{alg:?}");
+        drop(tx);
+        let (rest, _) = collect(body).await;
+        assert!(decoder.feed(&rest).is_empty(), "{alg:?}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_busy_upstream_is_flushed_no_later_than_the_delay() {
     let delay = Duration::from_millis(50);

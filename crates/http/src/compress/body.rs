@@ -3,8 +3,9 @@
 //! Flush policy, in order of precedence:
 //! - `event_stream` or a zero `flush_delay`: flush after every data chunk (server-sent events
 //!   must never be held back);
-//! - the inner body returns `Pending` with input written since the last flush: the upstream
-//!   paused, so the client gets everything received so far now;
+//! - the inner body returns `Pending` with input written since the last flush, and its length
+//!   is unknown (a stream): the upstream paused, so the client gets everything received so far
+//!   now (a body of known length waits for the delay: its pauses are read boundaries);
 //! - `flush_delay` elapsed since the first unflushed input: bounds latency when the upstream
 //!   trickles data fast enough never to return `Pending`.
 //!
@@ -154,7 +155,13 @@ where
             budget -= 1;
             let frame = match this.inner.as_mut().poll_frame(cx) {
                 Poll::Pending => {
-                    if !*this.unflushed {
+                    // A body of known length (a proxied document with `Content-Length`, a file)
+                    // is not a stream of parts: its pauses are read-buffer boundaries, and a
+                    // flush at each would cost a block end and header (the proxied date JSON at
+                    // gzip 1: 2,239 B against 2,223 whole and nginx's 2,224). It waits for the
+                    // `flush_delay` timer (armed, and polled above) instead.
+                    let known_length = this.inner.size_hint().exact().is_some();
+                    if !*this.unflushed || (known_length && *this.timer_armed) {
                         return Poll::Pending;
                     }
                     *this.timer_armed = false;

@@ -10,6 +10,9 @@
 //! - [`body`]: [`CompressBody`], an `http_body::Body` adapter deciding *when* to flush.
 //! - [`whole`]: [`compress_whole`], one buffer compressed for keeps (the cache's variants).
 //!
+//! gzip and deflate levels mean zlib's: at level N sluice sends no more bytes than zlib at N
+//! (nginx's compressor), through the zlib-rs level [`encoder::zlib_rs_level`] picks.
+//!
 //! Negotiation (which coding, whether to compress at all) and header edits live elsewhere.
 
 pub mod body;
@@ -21,4 +24,8 @@ pub use encoder::Encoder;
 pub use whole::compress_whole;
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod zlib_parity;

@@ -1,0 +1,161 @@
+//! gzip at every level 1–9: sluice's [`Encoder`] against zlib (the reference: nginx's
+//! compressor), the raw zlib-rs levels and libdeflate, in bytes and CPU time, on the lab's page,
+//! the date JSON and a 1 MiB slice of seed 004's stream (docs/performance.md, "gzip at the fast
+//! levels").
+//!
+//! zlib itself runs in python3's `zlib` module (zlib 1.2.x, the library nginx links): its sizes
+//! and CPU time per response (`time.process_time`, the C call dominating) are printed in the
+//! size table before the criterion groups; without python3 that column says so.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use bytes::{Bytes, BytesMut};
+use criterion::{BenchmarkId, Criterion, Throughput};
+use sluice_core::Compression;
+use sluice_http::compress::{Encoder, compress_whole};
+
+use super::cpu_time::CpuTime;
+use super::fixtures;
+
+/// zlib's gzip size and CPU ns per response for levels 1–9; with `chunk`, each `chunk` bytes
+/// are followed by a sync flush (as a streamed response is flushed).
+const ZLIB_PY: &str = r#"
+import sys, time, zlib
+chunk = int(sys.argv[1]); data = sys.stdin.buffer.read()
+def run(level):
+    c = zlib.compressobj(level, zlib.DEFLATED, 31); out = 0
+    if chunk:
+        for i in range(0, len(data), chunk):
+            out += len(c.compress(data[i:i + chunk])) + len(c.flush(zlib.Z_SYNC_FLUSH))
+    else:
+        out += len(c.compress(data))
+    return out + len(c.flush())
+for level in range(1, 10):
+    size = run(level); n = 0; t0 = time.process_time()
+    while True:
+        run(level); n += 1; t = time.process_time() - t0
+        if t >= 0.2: break
+    print(size, t / n * 1e9)
+"#;
+
+/// `(bytes, cpu ns)` per level 1–9 from real zlib, or `None` without python3.
+pub fn zlib_reference(body: &[u8], chunk: usize) -> Option<Vec<(usize, f64)>> {
+    let mut child = Command::new("python3")
+        .args(["-c", ZLIB_PY, &chunk.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .ok()?;
+    child.stdin.take()?.write_all(body).ok()?;
+    let out = child.wait_with_output().ok()?;
+    String::from_utf8(out.stdout)
+        .ok()?
+        .lines()
+        .map(|l| {
+            let (size, ns) = l.split_once(' ')?;
+            Some((size.parse().ok()?, ns.parse().ok()?))
+        })
+        .collect()
+}
+
+fn sluice(level: i32, frames: &[&[u8]], flush: bool) -> usize {
+    let mut out = BytesMut::new();
+    let mut encoder = Encoder::new(Compression::GZIP, Some(level)).unwrap();
+    for frame in frames {
+        encoder.write(frame, &mut out).unwrap();
+        if flush {
+            encoder.flush(&mut out).unwrap();
+        }
+    }
+    encoder.finish(&mut out).unwrap();
+    out.len()
+}
+
+fn zlib_rs(level: u32, body: &[u8]) -> usize {
+    let mut c = flate2::Compress::new_gzip(flate2::Compression::new(level), 15);
+    let mut out = Vec::with_capacity(body.len() + 1024);
+    c.compress_vec(body, &mut out, flate2::FlushCompress::Finish)
+        .unwrap();
+    out.len()
+}
+
+fn libdeflate(level: i32, body: &[u8]) -> usize {
+    let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::new(level).unwrap());
+    let mut out = vec![0; c.gzip_compress_bound(body.len())];
+    c.gzip_compress(body, &mut out).unwrap()
+}
+
+fn miniz(level: u8, body: &[u8]) -> usize {
+    miniz_oxide::deflate::compress_to_vec(body, level).len() + 18
+}
+
+pub fn bench(c: &mut Criterion<CpuTime>) {
+    let frames = fixtures::stream_frames();
+    let frames: Vec<&[u8]> = frames.iter().map(Bytes::as_ref).collect();
+    for (name, body) in fixtures::all() {
+        let zlib = zlib_reference(&body, 0);
+        println!(
+            "gzip sizes, {name} ({} bytes); zlib = python3 zlib, cpu per response",
+            body.len()
+        );
+        println!(
+            "level | zlib B | zlib cpu µs | sluice B | sluice whole B | zlib-rs B | libdeflate B | miniz B"
+        );
+        for level in 1..=9 {
+            let (zb, zt) = zlib.as_ref().map_or((0, 0.0), |z| z[level as usize - 1]);
+            println!(
+                "{level} | {zb} | {:.1} | {} | {} | {} | {} | {}",
+                zt / 1e3,
+                sluice(level, &[&body], false),
+                compress_whole(Compression::GZIP, Some(level), &body)
+                    .unwrap()
+                    .len(),
+                zlib_rs(level as u32, &body),
+                libdeflate(level, &body),
+                miniz(level as u8, &body),
+            );
+        }
+        let mut group = c.benchmark_group(format!("gzip-levels/{name}"));
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        for level in 1..=9 {
+            group.bench_with_input(BenchmarkId::new("sluice", level), &body, |b, body| {
+                b.iter(|| sluice(level, &[body], false))
+            });
+            group.bench_with_input(BenchmarkId::new("whole", level), &body, |b, body| {
+                b.iter(|| compress_whole(Compression::GZIP, Some(level), body).unwrap())
+            });
+            group.bench_with_input(BenchmarkId::new("zlib-rs", level), &body, |b, body| {
+                b.iter(|| zlib_rs(level as u32, body))
+            });
+            group.bench_with_input(BenchmarkId::new("libdeflate", level), &body, |b, body| {
+                b.iter(|| libdeflate(level, body))
+            });
+        }
+        group.finish();
+    }
+    // The stream as the server compresses it: one write per 16 KiB frame, with or without a
+    // sync flush after each (the worst case of the flush policy: the upstream paused every frame).
+    let total: usize = frames.iter().map(|f| f.len()).sum();
+    let zlib = zlib_reference(&frames.concat(), 16 * 1024);
+    println!("gzip sizes, stream-1m flushed every 16 KiB frame ({total} bytes)");
+    println!("level | zlib B | zlib cpu µs | sluice B");
+    for level in 1..=9 {
+        let (zb, zt) = zlib.as_ref().map_or((0, 0.0), |z| z[level as usize - 1]);
+        println!(
+            "{level} | {zb} | {:.1} | {}",
+            zt / 1e3,
+            sluice(level, &frames, true)
+        );
+    }
+    let mut group = c.benchmark_group("gzip-stream/stream-1m");
+    group.throughput(Throughput::Bytes(total as u64));
+    for level in 1..=9 {
+        for (id, flush) in [("frames", false), ("frames-flushed", true)] {
+            group.bench_with_input(BenchmarkId::new(id, level), &frames, |b, frames| {
+                b.iter(|| sluice(level, frames, flush))
+            });
+        }
+    }
+    group.finish();
+}
