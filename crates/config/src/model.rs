@@ -238,7 +238,7 @@ impl Default for ListenerLimits {
 }
 
 /// TLS on a listener.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tls {
     /// A certificate for `hosts` signed by a throw-away CA, made in memory at start-up.
     SelfSigned { hosts: Vec<String> },
@@ -257,7 +257,7 @@ pub struct CertFiles {
 }
 
 /// A certificate chosen when the client's SNI matches one of `hosts` (exact or `*.suffix`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SniCertificate {
     pub hosts: Vec<HostMatch>,
     pub files: CertFiles,

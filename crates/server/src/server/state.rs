@@ -6,11 +6,12 @@
 //!
 //! What outlives a config is taken from the previous state: upstream groups whose config is
 //! unchanged (their pool, peers' health, health-check task: see `upstreams.rs`), cache zones
-//! whose storage settings are unchanged (`cache/zones.rs`), and the rate-limit buckets of routes
-//! whose name and `rate_limit` are unchanged, and the connection-limit semaphores whose limit is
-//! unchanged (so connections opened before a reload still count against it). Metrics live in
-//! the one process-wide [`Metrics`], which hands the same series to a route or upstream of the
-//! same name.
+//! whose storage settings are unchanged (`cache/zones.rs`), the rate-limit buckets of routes
+//! whose name and `rate_limit` are unchanged, the connection-limit semaphores whose limit is
+//! unchanged (so connections opened before a reload still count against it), and the TLS
+//! session ticket keys and cache of listeners whose certificates are unchanged (so clients
+//! resume across a reload). Metrics live in the one process-wide [`Metrics`], which hands the
+//! same series to a route or upstream of the same name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,6 +42,9 @@ pub(super) struct State {
     pub server_slots: Option<Arc<Limit>>,
     /// Each listener's `max_connections`, by listener name.
     pub listener_slots: HashMap<String, ConnectionSlots>,
+    /// Each TLS listener's session ticket keys and session cache, by listener name: kept while
+    /// its certificates are, so clients resume across reloads (`tls::Resumption`).
+    pub resumption: HashMap<String, tls::Resumption>,
 }
 
 /// Build the state of `config`, reusing what `previous` has that is still valid. Returns it
@@ -104,6 +108,7 @@ pub(super) async fn build(
         None => ConnectionSlots::server_wide(config.server.max_connections),
     };
     let mut listener_slots = HashMap::with_capacity(config.listeners.len());
+    let mut resumption = HashMap::new();
     let mut tasks = Vec::with_capacity(config.listeners.len());
     for listener in &config.listeners {
         let max = listener.limits.max_connections;
@@ -117,10 +122,15 @@ pub(super) async fn build(
         listener_slots.insert(listener.name.clone(), slots.clone());
         // Certificates are read here, so a reload rotates them for new handshakes.
         let acceptor = match &listener.tls {
-            Some(t) => Some(TlsAcceptor::from(
-                tls::server_config(t, listener.protocols)
-                    .map_err(|e| StartError(format!("listener `{}`: {e}", listener.name)))?,
-            )),
+            Some(t) => {
+                let failed = |e| StartError(format!("listener `{}`: {e}", listener.name));
+                let kept = previous.resumption.get(&listener.name);
+                let sessions = tls::Resumption::keep_or_new(kept, t).map_err(failed)?;
+                let config =
+                    tls::server_config(t, listener.protocols, &sessions).map_err(failed)?;
+                resumption.insert(listener.name.clone(), sessions);
+                Some(TlsAcceptor::from(config))
+            }
             None => None,
         };
         let pipeline = Pipeline {
@@ -152,6 +162,7 @@ pub(super) async fn build(
         routes,
         server_slots: Some(server_slots),
         listener_slots,
+        resumption,
     };
     Ok((state, tasks))
 }

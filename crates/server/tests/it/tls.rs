@@ -128,3 +128,102 @@ pub(crate) async fn peer_certificate(addr: std::net::SocketAddr, sni: &str) -> V
         .as_ref()
         .to_vec()
 }
+
+/// Session resumption (RFC 8446 §2.2; RFC 5077 for TLS 1.2): a client that got a ticket on its
+/// first connection resumes on the next, skipping the certificate, on an h2 and an h1-only
+/// listener, over TLS 1.3 and TLS 1.2; ALPN still picks the listener's protocol.
+#[tokio::test]
+async fn a_client_resumes_its_session_with_a_ticket() {
+    use rustls::HandshakeKind;
+    let temp = tempfile::tempdir().unwrap();
+    let dev = sluice::cert::generate(&["localhost".to_string()]).unwrap();
+    sluice::cert::write_files(&dev, temp.path()).unwrap();
+    let server = start_toml_in(
+        temp.path(),
+        r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        name = "h2"
+        address = "127.0.0.1:0"
+        tls = { cert = "cert.pem", key = "key.pem" }
+        [[listeners]]
+        name = "h1"
+        address = "127.0.0.1:0"
+        protocols = ["http/1.1"]
+        tls = { cert = "cert.pem", key = "key.pem" }
+        [[routes]]
+        respond = { body = "resumed\n" }
+        "#,
+    )
+    .await;
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls_pki_types::pem::PemObject;
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(dev.ca_cert_pem.as_bytes()).unwrap())
+        .unwrap();
+    let cases: [(&str, &[u8]); 2] = [("h2", b"h2"), ("h1", b"http/1.1")];
+    for (listener, alpn) in cases {
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_protocol_versions(&[version])
+                .unwrap()
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth();
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            // The client's session store (rustls's default: in memory) is shared by the
+            // connections made with this config.
+            let config = Arc::new(config);
+            let what = format!("{listener} listener, {:?}", version.version);
+            let (kind, negotiated) = exchange(server.addr(listener), &config, alpn).await;
+            assert_eq!(kind, HandshakeKind::Full, "first connection, {what}");
+            assert_eq!(negotiated, alpn, "{what}");
+            for _ in 0..2 {
+                let (kind, negotiated) = exchange(server.addr(listener), &config, alpn).await;
+                assert_eq!(kind, HandshakeKind::Resumed, "next connection, {what}");
+                assert_eq!(negotiated, alpn, "{what}");
+            }
+        }
+    }
+}
+
+/// One connection: the handshake, then enough of an exchange that the client has read what the
+/// server sent after it (TLS 1.3 tickets come after the handshake): an HTTP/1.1 response, or the
+/// server's HTTP/2 SETTINGS. Returns how the handshake went and the protocol ALPN chose.
+async fn exchange(
+    addr: std::net::SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+    alpn: &[u8],
+) -> (rustls::HandshakeKind, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let connector = tokio_rustls::TlsConnector::from(config.clone());
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let (_, conn) = tls.get_ref();
+    let kind = conn.handshake_kind().unwrap();
+    let negotiated = conn.alpn_protocol().unwrap().to_vec();
+    let read = async {
+        if alpn == b"h2" {
+            tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+                .await
+                .unwrap();
+            // A frame header, then its payload: the server's SETTINGS (RFC 9113 §3.4).
+            let mut head = [0u8; 9];
+            tls.read_exact(&mut head).await.unwrap();
+            assert_eq!(head[3], 0x4, "the server's first frame is SETTINGS");
+        } else {
+            tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut response = Vec::new();
+            tls.read_to_end(&mut response).await.unwrap();
+            assert!(response.ends_with(b"resumed\n"));
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("exchange timed out");
+    (kind, negotiated)
+}
