@@ -266,28 +266,7 @@ fn encode(compress: Option<Compression>) -> Result<String, StartError> {
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::scenario;
-
-    fn scenario(name: &str) -> Scenario {
-        scenario::all(false)
-            .into_iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no scenario {name}"))
-    }
-
-    fn ctx() -> Context {
-        Context {
-            work_dir: "/w".into(),
-            exe: "sluice".into(),
-            server_cpus: "0".into(),
-            load_cpus: "1".into(),
-            workers: 1,
-            page_dir: "/w/site".into(),
-            precompressed_dir: "/w/site-precompressed".into(),
-            cert: "/w/cert.pem".into(),
-            key: "/w/key.pem".into(),
-        }
-    }
+    use crate::target::test_support::*;
 
     fn file(name: &str) -> Result<String, StartError> {
         let s = scenario(name);

@@ -42,12 +42,7 @@ const CERT_AND_KEY: &str = "cert-and-key.pem";
 
 /// `haproxy`: on PATH, else where Debian puts it.
 pub fn binary() -> Option<PathBuf> {
-    let on_path = PathBuf::from("haproxy");
-    if Command::new(&on_path).arg("-v").output().is_ok() {
-        return Some(on_path);
-    }
-    let sbin = PathBuf::from(SBIN_HAPROXY);
-    sbin.exists().then_some(sbin)
+    super::process::find_binary("haproxy", "-v", SBIN_HAPROXY)
 }
 
 pub fn available() -> bool {
@@ -221,28 +216,7 @@ pub fn config(
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::scenario;
-
-    fn scenario(name: &str) -> Scenario {
-        scenario::all(false)
-            .into_iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no scenario {name}"))
-    }
-
-    fn ctx() -> Context {
-        Context {
-            work_dir: "/w".into(),
-            exe: "sluice".into(),
-            server_cpus: "0".into(),
-            load_cpus: "1".into(),
-            workers: 1,
-            page_dir: "/w/site".into(),
-            precompressed_dir: "/w/site-precompressed".into(),
-            cert: "/w/cert.pem".into(),
-            key: "/w/key.pem".into(),
-        }
-    }
+    use crate::target::test_support::*;
 
     fn origins(s: &Scenario) -> Origins {
         let mut origins = Origins::none();

@@ -20,6 +20,35 @@ pub mod process;
 pub mod sluice;
 pub mod varnish;
 
+/// What the config generators' unit tests share: a scenario by name, a context of fixed paths.
+#[cfg(test)]
+#[allow(clippy::panic)]
+pub(crate) mod test_support {
+    use super::Context;
+    use crate::scenario::{self, Scenario};
+
+    pub(crate) fn scenario(name: &str) -> Scenario {
+        scenario::all(false)
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no scenario {name}"))
+    }
+
+    pub(crate) fn ctx() -> Context {
+        Context {
+            work_dir: "/w".into(),
+            exe: "sluice".into(),
+            server_cpus: "0".into(),
+            load_cpus: "1".into(),
+            workers: 1,
+            page_dir: "/w/site".into(),
+            precompressed_dir: "/w/site-precompressed".into(),
+            cert: "/w/cert.pem".into(),
+            key: "/w/key.pem".into(),
+        }
+    }
+}
+
 use std::path::PathBuf;
 
 use crate::check;

@@ -160,6 +160,17 @@ impl Drop for Process {
 
 /// A free TCP port on 127.0.0.1 (bound and released: another process could take it in
 /// between, which the readiness wait would then report).
+/// A peer's binary: `name` on PATH (it answers `version_flag`), else Debian's `sbin` path, which
+/// is outside a non-root user's PATH.
+pub fn find_binary(name: &str, version_flag: &str, sbin: &str) -> Option<PathBuf> {
+    let on_path = PathBuf::from(name);
+    if Command::new(&on_path).arg(version_flag).output().is_ok() {
+        return Some(on_path);
+    }
+    let sbin = PathBuf::from(sbin);
+    sbin.exists().then_some(sbin)
+}
+
 pub fn free_port() -> Result<SocketAddr, String> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;

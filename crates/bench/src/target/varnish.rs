@@ -33,12 +33,7 @@ const STORAGE: &str = "malloc,256m";
 
 /// `varnishd`: on PATH, else where Debian puts it.
 pub fn binary() -> Option<PathBuf> {
-    let on_path = PathBuf::from("varnishd");
-    if Command::new(&on_path).arg("-V").output().is_ok() {
-        return Some(on_path);
-    }
-    let sbin = PathBuf::from(SBIN_VARNISHD);
-    sbin.exists().then_some(sbin)
+    super::process::find_binary("varnishd", "-V", SBIN_VARNISHD)
 }
 
 pub fn available() -> bool {
@@ -195,13 +190,7 @@ pub fn vcl(scenario: &Scenario, origins: &Origins) -> Result<String, StartError>
 mod tests {
     use super::*;
     use crate::scenario;
-
-    fn scenario(name: &str) -> Scenario {
-        scenario::all(false)
-            .into_iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no scenario {name}"))
-    }
+    use crate::target::test_support::*;
 
     fn one_origin() -> Origins {
         let mut origins = Origins::none();
