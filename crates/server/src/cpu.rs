@@ -4,7 +4,7 @@
 //! Every [`SAMPLE_PERIOD`] the task reads the CPU time the whole process has used (user plus
 //! system, every thread: `getrusage(RUSAGE_SELF)` through `nix`, one system call per sample,
 //! none per request) and divides what was used since the last sample by the wall time times
-//! the runtime's worker threads: 100% is every worker busy the whole period. A share of the
+//! the server's worker threads: 100% is every worker busy the whole period. A share of the
 //! workers rather than of one core, so `max_cpu = "80%"` means the same load on 1 or 16
 //! workers; blocking-pool threads count too (their CPU competes with the workers'), so a
 //! reading can pass 100%.
@@ -37,6 +37,8 @@ pub struct CpuLoad {
 
 struct Inner {
     watchers: Mutex<Watchers>,
+    /// The threads that serve connections: 100% is all of them busy.
+    threads: usize,
     /// `sluice_process_cpu_percent`.
     gauge: Gauge,
     /// Set by [`CpuLoad::sample_for_tests`]: real samples are measured but not handed on, so
@@ -52,10 +54,13 @@ struct Watchers {
 }
 
 impl CpuLoad {
-    pub fn new(gauge: Gauge) -> Self {
+    /// A sampler whose readings are shares of `threads` threads' time (the server's worker
+    /// threads: `Workers::threads`).
+    pub fn new(gauge: Gauge, threads: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
                 watchers: Mutex::default(),
+                threads,
                 gauge,
                 pinned: AtomicBool::new(false),
             }),
@@ -76,8 +81,7 @@ impl CpuLoad {
             return;
         };
         watchers.sampling = true;
-        let workers = runtime.metrics().num_workers();
-        runtime.spawn(sample(Arc::downgrade(&self.inner), workers));
+        runtime.spawn(sample(Arc::downgrade(&self.inner), self.inner.threads));
     }
 
     /// Test hook: take `percent` as the reading of one sample, now, and from then on ignore
@@ -192,7 +196,7 @@ mod tests {
 
     #[test]
     fn test_samples_reach_live_watchers_and_dropped_ones_are_forgotten() {
-        let load = CpuLoad::new(Gauge::default());
+        let load = CpuLoad::new(Gauge::default(), 1);
         load.inner.pinned.store(true, Ordering::Relaxed);
         let watcher = Arc::new(Last(AtomicU32::new(0)));
         let weak: Weak<dyn CpuWatcher> = Arc::downgrade(&watcher) as Weak<dyn CpuWatcher>;

@@ -66,6 +66,16 @@ impl Workers {
         self.others.len() + 1
     }
 
+    /// How many threads run connections: the other workers' plus the calling runtime's own
+    /// (one for a worker's current-thread runtime; all of a work-stealing runtime's workers
+    /// when everything runs [`here`](Self::here) on one, as in tests and embedders).
+    pub fn threads(&self) -> usize {
+        let here = tokio::runtime::Handle::try_current()
+            .map(|runtime| runtime.metrics().num_workers())
+            .unwrap_or(1);
+        self.others.len() + here.max(1)
+    }
+
     /// Run `serve(stream)` to completion on the worker with the fewest open connections (ties:
     /// the accepting one, which needs no hand-over).
     pub fn spawn<F, Fut>(&self, stream: TcpStream, serve: F)
@@ -193,6 +203,8 @@ mod tests {
         let workers = runtimes.workers.clone();
         assert_eq!(workers.count(), 3);
         let threads = runtimes.main.block_on(async move {
+            // Two worker threads and the accepting current-thread runtime: `max_cpu`'s 100%.
+            assert_eq!(workers.threads(), 3);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let address = listener.local_addr().unwrap();
             let (seen, mut names) = tokio::sync::mpsc::unbounded_channel();

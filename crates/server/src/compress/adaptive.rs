@@ -311,7 +311,7 @@ mod tests {
 
         use super::super::{AcceptEncoding, RouteCompression};
 
-        let cpu = crate::cpu::CpuLoad::new(Gauge::default());
+        let cpu = crate::cpu::CpuLoad::new(Gauge::default(), 1);
         cpu.sample_for_tests(0);
         let config = sluice_config::Compress {
             algorithms: vec![Compression::GZIP],

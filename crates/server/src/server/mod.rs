@@ -96,7 +96,7 @@ pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
 /// Bind every listener and start serving; accepted connections go to `workers`.
 pub async fn start_on(config: &Config, workers: Workers) -> Result<RunningServer, StartError> {
     let metrics = Metrics::new();
-    let cpu = CpuLoad::new(metrics.process_cpu_percent());
+    let cpu = CpuLoad::new(metrics.process_cpu_percent(), workers.threads());
     let (new_state, listeners) = state::build(config, &metrics, &cpu, &State::default()).await?;
     let sockets = sockets::bind(config, &[], None).await?;
     let (drain, drained) = mpsc::channel(1);
