@@ -256,17 +256,7 @@ async fn varnish_caches_and_the_cpu_of_its_cache_process_is_counted() {
 }
 
 fn lab_context(dir: &std::path::Path) -> Context {
-    Context {
-        work_dir: dir.into(),
-        exe: "sluice".into(),
-        server_cpus: "0".into(),
-        load_cpus: "1".into(),
-        workers: 1,
-        page_dir: dir.join("site"),
-        precompressed_dir: dir.join("site-precompressed"),
-        cert: dir.join("cert.pem"),
-        key: dir.join("key.pem"),
-    }
+    Context::for_tests(dir)
 }
 
 /// HAProxy, started as the lab starts it, caches the 340 KB JSON (the check: the body, a HIT on

@@ -25,17 +25,7 @@ fn context(dir: &Path) -> Context {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
     std::fs::write(dir.join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
-    Context {
-        work_dir: dir.into(),
-        exe: "sluice".into(),
-        server_cpus: "0".into(),
-        load_cpus: "1".into(),
-        workers: 1,
-        page_dir: dir.join("site"),
-        precompressed_dir: dir.join("site-precompressed"),
-        cert: dir.join("cert.pem"),
-        key: dir.join("key.pem"),
-    }
+    Context::for_tests(dir)
 }
 
 fn origins(s: &Scenario, dir: &Path) -> Origins {

@@ -35,17 +35,7 @@ pub(crate) mod test_support {
     }
 
     pub(crate) fn ctx() -> Context {
-        Context {
-            work_dir: "/w".into(),
-            exe: "sluice".into(),
-            server_cpus: "0".into(),
-            load_cpus: "1".into(),
-            workers: 1,
-            page_dir: "/w/site".into(),
-            precompressed_dir: "/w/site-precompressed".into(),
-            cert: "/w/cert.pem".into(),
-            key: "/w/key.pem".into(),
-        }
+        Context::for_tests("/w")
     }
 }
 
@@ -97,6 +87,26 @@ pub struct Context {
     /// Development certificate (PEM) for the TLS scenarios.
     pub cert: PathBuf,
     pub key: PathBuf,
+}
+
+impl Context {
+    /// The lab's layout under `work_dir` (`site/`, `site-precompressed/`, `cert.pem`,
+    /// `key.pem`), the server on CPU 0 with one worker, the load on CPU 1, `sluice` as the
+    /// binary: what tests of the targets' configs start from. Nothing is created on disk.
+    pub fn for_tests(work_dir: impl Into<PathBuf>) -> Self {
+        let work_dir = work_dir.into();
+        Self {
+            exe: "sluice".into(),
+            server_cpus: "0".into(),
+            load_cpus: "1".into(),
+            workers: 1,
+            page_dir: work_dir.join("site"),
+            precompressed_dir: work_dir.join("site-precompressed"),
+            cert: work_dir.join("cert.pem"),
+            key: work_dir.join("key.pem"),
+            work_dir,
+        }
+    }
 }
 
 /// Why a target is not running.

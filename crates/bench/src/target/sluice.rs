@@ -169,17 +169,7 @@ mod tests {
     use crate::scenario;
 
     fn context() -> Context {
-        Context {
-            work_dir: "/tmp/bench".into(),
-            exe: "sluice".into(),
-            server_cpus: "0".into(),
-            load_cpus: "1".into(),
-            workers: 1,
-            page_dir: "/tmp/bench/site".into(),
-            precompressed_dir: "/tmp/bench/site-precompressed".into(),
-            cert: "/tmp/bench/cert.pem".into(),
-            key: "/tmp/bench/key.pem".into(),
-        }
+        Context::for_tests("/tmp/bench")
     }
 
     fn rendered(name: &str) -> String {
