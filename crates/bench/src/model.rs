@@ -102,6 +102,10 @@ pub struct Measurement {
     pub server_cpu_percent: f64,
     /// Server CPU time per request, in microseconds.
     pub server_cpu_us_per_request: f64,
+    /// The kernel's part of `server_cpu_us_per_request` (system time: system calls, the network
+    /// stack). 0 in results from before it was recorded.
+    #[serde(default)]
+    pub server_kernel_us_per_request: f64,
     /// Peak resident memory of the server process tree during the run.
     pub server_peak_rss_bytes: u64,
     /// Identity bytes ÷ bytes on the wire, where the scenario compresses.

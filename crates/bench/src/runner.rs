@@ -283,6 +283,7 @@ fn measure(
         };
         m.server_cpu_percent = usage.cpu_secs / usage.wall_secs.max(1e-9) * 100.0;
         m.server_cpu_us_per_request = usage.cpu_secs * 1e6 / (m.requests.max(1) as f64);
+        m.server_kernel_us_per_request = usage.system_cpu_secs * 1e6 / (m.requests.max(1) as f64);
         m.server_peak_rss_bytes = usage.peak_rss_bytes;
         if scenario.throughput {
             // Seed 004's MB/s is of the data delivered (decoded), so a compressing server is
@@ -434,11 +435,12 @@ pub fn summary_line(r: &ScenarioResult) -> String {
                 String::new()
             };
             format!(
-                "{head} {rate}  p50 {:>7.0} µs  p99 {:>7.0} µs{spread}  cpu {:>5.0}%  {:>6.1} µs/req  {:>7.0} B/resp{}",
+                "{head} {rate}  p50 {:>7.0} µs  p99 {:>7.0} µs{spread}  cpu {:>5.0}%  {:>6.1} µs/req (kernel {:>5.1})  {:>7.0} B/resp{}",
                 m.latency_p50_us,
                 m.latency_p99_us,
                 m.server_cpu_percent,
                 m.server_cpu_us_per_request,
+                m.server_kernel_us_per_request,
                 m.body_bytes as f64 / m.requests.max(1) as f64,
                 m.compression_ratio
                     .map_or(String::new(), |c| format!("  ratio {c:.2}"))

@@ -25,6 +25,10 @@ const TICK: Duration = Duration::from_millis(100);
 pub struct ProcessUsage {
     /// User + system CPU seconds of the whole tree (1.0 = one core busy for one second).
     pub cpu_secs: f64,
+    /// The system (kernel) part of `cpu_secs`: system calls, the network stack, page faults.
+    /// What is left when a server's own code costs nothing, so it shows how far below a peer
+    /// user-space work alone can bring a row.
+    pub system_cpu_secs: f64,
     pub wall_secs: f64,
     /// Highest sum of resident memory over the tree seen at any tick.
     pub peak_rss_bytes: u64,
@@ -100,13 +104,20 @@ fn lock(state: &Mutex<TreeState>) -> std::sync::MutexGuard<'_, TreeState> {
 /// A process is known by pid AND start time, so a recycled pid is a new process.
 type ProcessKey = (u32, u64);
 
+/// CPU ticks of one process: user + system, and system alone.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ticks {
+    total: u64,
+    system: u64,
+}
+
 struct TreeState {
     root_pid: u32,
     ticks_per_sec: f64,
     started: Instant,
-    /// CPU ticks each process had at its first sample (0 for processes born during the run,
-    /// whose whole life counts) and at its latest one.
-    cpu_ticks: HashMap<ProcessKey, (u64, u64)>,
+    /// CPU ticks (user + system, and system alone) each process had at its first sample (0 for
+    /// processes born during the run, whose whole life counts) and at its latest one.
+    cpu_ticks: HashMap<ProcessKey, (Ticks, Ticks)>,
     first_sample_done: bool,
     peak_rss_bytes: u64,
 }
@@ -126,8 +137,15 @@ impl TreeState {
     fn sample(&mut self) {
         let mut rss = 0;
         for stat in tree(self.root_pid) {
-            let now = stat.utime + stat.stime;
-            let baseline = if self.first_sample_done { 0 } else { now };
+            let now = Ticks {
+                total: stat.utime + stat.stime,
+                system: stat.stime,
+            };
+            let baseline = if self.first_sample_done {
+                Ticks::default()
+            } else {
+                now
+            };
             self.cpu_ticks
                 .entry((stat.pid, stat.start_time))
                 .and_modify(|(_, last)| *last = now)
@@ -139,13 +157,15 @@ impl TreeState {
     }
 
     fn usage(&self) -> ProcessUsage {
-        let ticks: u64 = self
-            .cpu_ticks
-            .values()
-            .map(|(first, last)| last.saturating_sub(*first))
-            .sum();
+        let used = |part: fn(&Ticks) -> u64| -> u64 {
+            self.cpu_ticks
+                .values()
+                .map(|(first, last)| part(last).saturating_sub(part(first)))
+                .sum()
+        };
         ProcessUsage {
-            cpu_secs: ticks as f64 / self.ticks_per_sec,
+            cpu_secs: used(|t| t.total) as f64 / self.ticks_per_sec,
+            system_cpu_secs: used(|t| t.system) as f64 / self.ticks_per_sec,
             wall_secs: self.started.elapsed().as_secs_f64(),
             peak_rss_bytes: self.peak_rss_bytes,
         }
@@ -311,6 +331,7 @@ mod tests {
         let usage = sampler.stop();
         kill_tree(child);
         assert!(usage.cpu_secs >= 0.5, "{usage:?}");
+        assert!(usage.system_cpu_secs <= usage.cpu_secs, "{usage:?}");
         // Two busy processes cannot use more than the machine's cores.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         assert!(usage.cpu_secs <= usage.wall_secs * cores + 0.2, "{usage:?}");
@@ -337,5 +358,20 @@ mod tests {
         // Only the last tick before the exit (~100 ms) may be lost.
         assert!(usage.cpu_secs >= truth - 0.15, "{usage:?} vs {truth}");
         assert!(usage.cpu_secs <= truth + 0.1, "{usage:?} vs {truth}");
+    }
+
+    #[test]
+    fn counts_the_kernel_part_of_the_cpu_apart() {
+        // One-byte reads and writes: almost all of dd's time is in system calls.
+        let child = spawn_tree("timeout 60 dd if=/dev/zero of=/dev/null bs=1 2>/dev/null");
+        let sampler = Sampler::start(child.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sampler.snapshot().system_cpu_secs < 0.3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let usage = sampler.stop();
+        kill_tree(child);
+        assert!(usage.system_cpu_secs >= 0.3, "{usage:?}");
+        assert!(usage.system_cpu_secs <= usage.cpu_secs, "{usage:?}");
     }
 }

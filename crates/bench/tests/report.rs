@@ -32,6 +32,8 @@ fn run(rps: f64, body: u64, cpu_us: f64) -> Measurement {
         body_mb_per_sec: rps * body as f64 / 1e6,
         server_cpu_percent: rps * cpu_us / 10_000.0,
         server_cpu_us_per_request: cpu_us,
+        // The kernel's share, as on the proxy rows measured here (system calls and loopback).
+        server_kernel_us_per_request: cpu_us * 0.6,
         server_peak_rss_bytes: 12 << 20,
         compression_ratio: None,
         first_error: None,
@@ -468,13 +470,16 @@ fn the_best_peer_is_the_measured_peer_with_the_least_cpu_per_request() {
     // Many connections: nginx is the only peer measured, with the latency spread shown.
     assert!(md.contains("| 43.00 ms | 195.00 ms |"), "{md}");
     assert!(md.contains("| nginx 35.0 | 1.14x |"), "{md}");
-    // The summary names each scenario once, sluice's CPU against the best peer's and nginx's.
+    // The summary names each scenario once, sluice's CPU against the best peer's and nginx's,
+    // each with its kernel part.
     assert!(
-        md.contains("| seed-003-proxy-/what-date-is-it-no-6 | 250 | haproxy 200 | 352 | 1.25x |"),
+        md.contains(
+            "| seed-003-proxy-/what-date-is-it-no-6 | 250 | 150 | haproxy 200 | 120 | 352 | 1.25x |"
+        ),
         "{md}"
     );
     assert!(
-        md.contains("| seed-000-GZ1-100,000-5 | 55.0 | – | cannot | – |"),
+        md.contains("| seed-000-GZ1-100,000-5 | 55.0 | 33.0 | – |  | cannot | – |"),
         "{md}"
     );
 }
@@ -488,12 +493,13 @@ fn results_from_before_the_latency_spread_still_read() {
     let text = std::fs::read_to_string(&path).unwrap();
     let old: String = text
         .lines()
-        .filter(|l| !l.contains("latency_sd_us"))
+        .filter(|l| !l.contains("latency_sd_us") && !l.contains("server_kernel_us_per_request"))
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(&path, old).unwrap();
     let back = report::read(dir.path()).unwrap();
     assert_eq!(back.results[0].runs[0].latency_sd_us, 0.0);
+    assert_eq!(back.results[0].runs[0].server_kernel_us_per_request, 0.0);
 }
 
 #[test]

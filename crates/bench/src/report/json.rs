@@ -43,6 +43,7 @@ fn make_finite(m: &mut Measurement) {
         &mut m.body_mb_per_sec,
         &mut m.server_cpu_percent,
         &mut m.server_cpu_us_per_request,
+        &mut m.server_kernel_us_per_request,
     ];
     for value in fields {
         if !value.is_finite() {

@@ -98,7 +98,9 @@ fn header(out: &mut String, report: &Report) {
         "\nHow to read: one table per seed experiment, one row per target. **req/s** (MB/s for \
          streams) is the median run; latency and CPU are that run's. **CPU µs/req** is the \
          server's whole process tree's CPU time per request (lower is better; the figure to \
-         compare where the load generator, not the server, is the limit). **sluice ÷ nginx** \
+         compare where the load generator, not the server, is the limit); **of it kernel** is \
+         its system time (system calls, the network stack), which a server's own code can \
+         shrink only by making fewer or cheaper calls. **sluice ÷ nginx** \
          divides sluice's headline number by nginx's on the same row: above 1 sluice is faster. \
          **best peer** is, on sluice's row, the peer (nginx, HAProxy, Caddy, Varnish) that used \
          the least CPU per request on that row, with its CPU µs/req, and **sluice ÷ best peer** \
@@ -119,6 +121,7 @@ enum Column {
     LatencySd,
     LatencyMax,
     CpuPerRequest,
+    KernelPerRequest,
     CpuPercent,
     BodyBytes,
     CompressionRatio,
@@ -241,7 +244,7 @@ fn columns(info: &GroupInfo, results: &[&ScenarioResult], labels: usize) -> Vec<
     if info.latency_spread {
         columns.extend([Column::LatencySd, Column::LatencyMax]);
     }
-    columns.push(Column::CpuPerRequest);
+    columns.extend([Column::CpuPerRequest, Column::KernelPerRequest]);
     if info.cpu_percent {
         columns.push(Column::CpuPercent);
     }
@@ -278,6 +281,7 @@ fn header_name(column: Column, info: &GroupInfo, label_names: &[String]) -> Stri
         Column::LatencySd => "latency SD".into(),
         Column::LatencyMax => "max".into(),
         Column::CpuPerRequest => "CPU µs/req".into(),
+        Column::KernelPerRequest => "of it kernel".into(),
         Column::CpuPercent => "CPU % of a core".into(),
         Column::BodyBytes => "bytes/resp".into(),
         Column::CompressionRatio => "ratio".into(),
@@ -324,6 +328,7 @@ fn cell_text(
         Column::LatencySd => latency(median.latency_sd_us),
         Column::LatencyMax => latency(median.latency_max_us),
         Column::CpuPerRequest => cpu_us(median.server_cpu_us_per_request),
+        Column::KernelPerRequest => cpu_us(median.server_kernel_us_per_request),
         Column::CpuPercent => percent(median.server_cpu_percent),
         Column::BodyBytes => per_response(median.body_bytes),
         Column::CompressionRatio => median

@@ -87,7 +87,9 @@ pub(super) fn best_peer_summary(out: &mut String, report: &Report) {
         "\n## sluice against the best peer\n\nCPU µs per request of the server (lower is \
          better) on each scenario: sluice's, the best peer's (the least of nginx, HAProxy, Caddy \
          and Varnish where they ran) and nginx's, and sluice ÷ best peer (below 1: sluice is \
-         cheaper).\n\n",
+         cheaper). **kernel** is the system time in sluice's and in the best peer's figure \
+         (system calls, the network stack): the part no user-space work removes, so where it \
+         alone comes near the best peer's total, the gap left is the kernel's.\n\n",
     );
     let mut order: Vec<(usize, usize, &ScenarioResult)> = sluice_rows
         .iter()
@@ -101,8 +103,10 @@ pub(super) fn best_peer_summary(out: &mut String, report: &Report) {
         })
         .collect();
     order.sort_by_key(|(position, i, _)| (*position, *i));
-    out.push_str("| scenario | sluice | best peer | nginx | sluice ÷ best peer |\n");
-    out.push_str("|---|---:|---:|---:|---:|\n");
+    out.push_str(
+        "| scenario | sluice | kernel | best peer | kernel | nginx | sluice ÷ best peer |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
     for (_, _, row) in order {
         let mut name = cell(&row.scenario);
         // The driver, where sluice ran the scenario with more than one.
@@ -112,9 +116,12 @@ pub(super) fn best_peer_summary(out: &mut String, report: &Report) {
         {
             let _ = write!(name, " ({})", cell(&row.driver));
         }
-        let sluice = match (&row.outcome, row.median()) {
-            (Outcome::Ok, Some(m)) => cpu_us(m.server_cpu_us_per_request),
-            (outcome, _) => cell(&truncate(&outcome_text(outcome))),
+        let (sluice, sluice_kernel) = match (&row.outcome, row.median()) {
+            (Outcome::Ok, Some(m)) => (
+                cpu_us(m.server_cpu_us_per_request),
+                cpu_us(m.server_kernel_us_per_request),
+            ),
+            (outcome, _) => (cell(&truncate(&outcome_text(outcome))), String::new()),
         };
         let nginx = all
             .iter()
@@ -135,9 +142,12 @@ pub(super) fn best_peer_summary(out: &mut String, report: &Report) {
             .filter(|r| r.scenario == row.scenario)
             .collect();
         let best = best_peer_cell(row, &same);
+        let best_kernel = best_peer(row, &same).map_or(String::new(), |(_, m)| {
+            cpu_us(m.server_kernel_us_per_request)
+        });
         let _ = writeln!(
             out,
-            "| {name} | {sluice} | {best} | {nginx} | {} |",
+            "| {name} | {sluice} | {sluice_kernel} | {best} | {best_kernel} | {nginx} | {} |",
             versus_best_peer(row, &same)
         );
     }
