@@ -1,7 +1,8 @@
 //! gzip at every level 1–9: sluice's [`Encoder`] against zlib (the reference: nginx's
 //! compressor), the raw zlib-rs levels and libdeflate, in bytes and CPU time, on the lab's page,
 //! the date JSON and a 1 MiB slice of seed 004's stream (docs/performance.md, "gzip at the fast
-//! levels").
+//! levels"). On the stream, raw zlib-rs 1–3 and, where their python3 bindings are installed,
+//! ISA-L's igzip, zlib-ng and libdeflate are set beside it too ("The stream row").
 //!
 //! zlib itself runs in python3's `zlib` module (zlib 1.2.x, the library nginx links): its sizes
 //! and CPU time per response (`time.process_time`, the C call dominating) are printed in the
