@@ -1,7 +1,8 @@
 //! gzip at every level 1–9: sluice's [`Encoder`] against zlib (the reference: nginx's
 //! compressor), the raw zlib-rs levels and libdeflate, in bytes and CPU time, on the lab's page,
 //! the date JSON and a 1 MiB slice of seed 004's stream (docs/performance.md, "gzip at the fast
-//! levels").
+//! levels"). On the stream, raw zlib-rs 1–3 and, where their python3 bindings are installed,
+//! ISA-L's igzip, zlib-ng and libdeflate are set beside it too ("The stream row").
 //!
 //! zlib itself runs in python3's `zlib` module (zlib 1.2.x, the library nginx links): its sizes
 //! and CPU time per response (`time.process_time`, the C call dominating) are printed in the
@@ -39,6 +40,48 @@ for level in range(1, 10):
     print(size, t / n * 1e9)
 "#;
 
+/// The other deflate encoders on the stream, through their python3 bindings (the C libraries
+/// themselves: `isal` is Intel ISA-L's igzip, `zlib_ng` zlib-ng, `deflate` libdeflate), where
+/// installed (`pip install isal zlib-ng deflate`): one line per encoder, level and mode, with the
+/// gzip bytes and CPU ns per pass. `flushed` = a sync flush after every `chunk` bytes, as the
+/// server flushes a stream of unknown length; libdeflate has no streaming API, so its `flushed`
+/// line compresses each chunk as its own deflate stream (no history across chunks), the best a
+/// whole-buffer encoder can do for a flushed stream.
+const CANDIDATES_PY: &str = r#"
+import sys, time, zlib
+chunk = int(sys.argv[1]); data = sys.stdin.buffer.read()
+parts = [data[i:i + chunk] for i in range(0, len(data), chunk)]
+def stream(mod, level, flush):
+    def run():
+        c = mod.compressobj(level, mod.DEFLATED, 31); out = 0
+        for p in parts:
+            out += len(c.compress(p))
+            if flush: out += len(c.flush(mod.Z_SYNC_FLUSH))
+        return out + len(c.flush())
+    return run
+cases = [("zlib", 1, m, stream(zlib, 1, m == "flushed")) for m in ("whole", "flushed")]
+try:
+    from zlib_ng import zlib_ng
+    cases += [("zlib-ng", l, m, stream(zlib_ng, l, m == "flushed")) for l in (1, 2, 3) for m in ("whole", "flushed")]
+except ImportError: print("zlib-ng - - 0 0")
+try:
+    from isal import isal_zlib
+    cases += [("isa-l", l, m, stream(isal_zlib, l, m == "flushed")) for l in (0, 1, 2, 3) for m in ("whole", "flushed")]
+except ImportError: print("isa-l - - 0 0")
+try:
+    import deflate
+    for l in (1, 2, 3):
+        cases.append(("libdeflate", l, "whole", lambda l=l: len(deflate.gzip_compress(data, l))))
+        cases.append(("libdeflate", l, "flushed", lambda l=l: 18 + sum(len(deflate.deflate_compress(p, l)) for p in parts)))
+except ImportError: print("libdeflate - - 0 0")
+for name, level, mode, run in cases:
+    size = run(); n = 0; t0 = time.process_time()
+    while True:
+        run(); n += 1; t = time.process_time() - t0
+        if t >= 0.3: break
+    print(name, level, mode, size, t / n * 1e9)
+"#;
+
 /// `(bytes, cpu ns)` per level 1–9 from real zlib, or `None` without python3.
 pub fn zlib_reference(body: &[u8], chunk: usize) -> Option<Vec<(usize, f64)>> {
     let mut child = Command::new("python3")
@@ -59,6 +102,18 @@ pub fn zlib_reference(body: &[u8], chunk: usize) -> Option<Vec<(usize, f64)>> {
         .collect()
 }
 
+/// [`CANDIDATES_PY`]'s lines, or `None` without python3.
+fn candidates(body: &[u8], chunk: usize) -> Option<String> {
+    let mut child = Command::new("python3")
+        .args(["-c", CANDIDATES_PY, &chunk.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .ok()?;
+    child.stdin.take()?.write_all(body).ok()?;
+    String::from_utf8(child.wait_with_output().ok()?.stdout).ok()
+}
+
 fn sluice(level: i32, frames: &[&[u8]], flush: bool) -> usize {
     let mut out = BytesMut::new();
     let mut encoder = Encoder::new(Compression::GZIP, Some(level)).unwrap();
@@ -69,6 +124,28 @@ fn sluice(level: i32, frames: &[&[u8]], flush: bool) -> usize {
         }
     }
     encoder.finish(&mut out).unwrap();
+    out.len()
+}
+
+/// Raw zlib-rs at `level` (not sluice's mapping), one write per frame, optionally sync-flushed.
+fn zlib_rs_frames(level: u32, frames: &[&[u8]], flush: bool) -> usize {
+    let mut c = flate2::Compress::new_gzip(flate2::Compression::new(level), 15);
+    let mut out = Vec::with_capacity(frames.iter().map(|f| f.len()).sum::<usize>() + 1024);
+    let mode = if flush {
+        flate2::FlushCompress::Sync
+    } else {
+        flate2::FlushCompress::None
+    };
+    for frame in frames {
+        // Room for the whole frame stored plus a flush marker: one call consumes the frame.
+        out.reserve(frame.len() + 64);
+        let before = c.total_in();
+        c.compress_vec(frame, &mut out, mode).unwrap();
+        assert_eq!(c.total_in() - before, frame.len() as u64);
+    }
+    out.reserve(64);
+    c.compress_vec(&[], &mut out, flate2::FlushCompress::Finish)
+        .unwrap();
     out.len()
 }
 
@@ -148,12 +225,52 @@ pub fn bench(c: &mut Criterion<CpuTime>) {
             sluice(level, &frames, true)
         );
     }
+    // The stream row's candidates (docs/performance.md, "The stream row"): raw zlib-rs 1–3 here,
+    // the C encoders through python3 (CPU per pass of the same 1 MiB, MB/s of input).
+    println!("stream-1m, other encoders (python3 bindings of the C libraries)");
+    println!("encoder | level | mode | bytes | ratio | cpu ms | MB/s");
+    for level in 1..=3 {
+        for (mode, flush) in [("whole", false), ("flushed", true)] {
+            let size = zlib_rs_frames(level, &frames, flush);
+            println!(
+                "zlib-rs | {level} | {mode} | {size} | {:.3}x | (criterion: zlib-rs-frames) |",
+                total as f64 / size as f64
+            );
+        }
+    }
+    for line in candidates(&frames.concat(), 16 * 1024)
+        .unwrap_or_default()
+        .lines()
+    {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [name, level, mode, size, ns] = fields[..] else {
+            continue;
+        };
+        let (size, ns): (f64, f64) = (size.parse().unwrap_or(0.0), ns.parse().unwrap_or(0.0));
+        if size == 0.0 {
+            println!("{name} | not installed (pip install isal zlib-ng deflate)");
+            continue;
+        }
+        println!(
+            "{name} | {level} | {mode} | {size} | {:.3}x | {:.2} | {:.0}",
+            total as f64 / size,
+            ns / 1e6,
+            total as f64 / (ns / 1e3)
+        );
+    }
     let mut group = c.benchmark_group("gzip-stream/stream-1m");
     group.throughput(Throughput::Bytes(total as u64));
     for level in 1..=9 {
         for (id, flush) in [("frames", false), ("frames-flushed", true)] {
             group.bench_with_input(BenchmarkId::new(id, level), &frames, |b, frames| {
                 b.iter(|| sluice(level, frames, flush))
+            });
+        }
+    }
+    for level in 1..=3 {
+        for (id, flush) in [("zlib-rs-frames", false), ("zlib-rs-frames-flushed", true)] {
+            group.bench_with_input(BenchmarkId::new(id, level), &frames, |b, frames| {
+                b.iter(|| zlib_rs_frames(level, frames, flush))
             });
         }
     }

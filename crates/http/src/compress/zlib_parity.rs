@@ -121,6 +121,36 @@ fn flushed_stream_is_no_larger_than_zlibs_flushed_the_same_way() {
     }
 }
 
+/// The stream's latency contract, at the levels a stream is served with (gzip 1–3; 1–2 share
+/// an encoder): after every sync flush, a streaming decoder fed the output so far yields exactly
+/// the frames written so far, none held back. Any faster encoder swapped in for these levels
+/// must keep this, or an upstream pause (seed 005, server-sent events) would strand bytes.
+#[test]
+fn every_flush_delivers_every_byte_written_before_it() {
+    let frames = fixtures::stream_frames();
+    for level in 1..=3 {
+        let mut encoder = Encoder::new(Compression::GZIP, Some(level)).unwrap();
+        let mut decoder = flate2::write::GzDecoder::new(Vec::new());
+        let mut out = BytesMut::new();
+        let mut written = 0;
+        for (i, frame) in frames.iter().enumerate() {
+            encoder.write(frame, &mut out).unwrap();
+            encoder.flush(&mut out).unwrap();
+            written += frame.len();
+            decoder.write_all(&out.split()).unwrap();
+            decoder.flush().unwrap();
+            assert_eq!(
+                decoder.get_ref().len(),
+                written,
+                "gzip {level}: frame {i} not fully decodable after its flush"
+            );
+        }
+        encoder.finish(&mut out).unwrap();
+        decoder.write_all(&out).unwrap();
+        assert_eq!(decoder.finish().unwrap(), frames.concat(), "gzip {level}");
+    }
+}
+
 /// The constants above are real zlib's sizes: re-measured with python3's `zlib` (the C zlib
 /// it links) when python3 is installed; without it there is nothing to compare with, and the
 /// test says so rather than fail.
