@@ -1,7 +1,8 @@
 //! The body wrappers of the proxy: the retry slot, the idle timeout, the upload's progress for
 //! the response timeout, the peek that finds out whether a request body is really empty, and
-//! the decoded request body's metrics.
+//! the decoded request body's metrics, and the request body read whole before it goes upstream.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -467,5 +468,137 @@ impl<B> Drop for CountedDecode<B> {
     fn drop(&mut self) {
         self.metrics
             .bytes(self.inner.encoded_bytes(), self.inner.decoded_bytes());
+    }
+}
+
+/// A request body read whole before it goes upstream (`ProxyHandler::buffered`), kept in the
+/// pieces it arrived in: hyper's client writes them with the head in one `writev`, where joining
+/// them first would copy every byte once more (1.4 µs of a 51 KB POST's 54 µs, measured).
+pub(super) struct Whole {
+    chunks: VecDeque<Bytes>,
+    remaining: u64,
+    trailers: Option<http::HeaderMap>,
+}
+
+/// Read `body` to its end; one piece and no trailers becomes [`Body::Full`], anything else a
+/// [`Whole`].
+pub(super) async fn read_whole<B>(body: B) -> Result<Body, BoxError>
+where
+    B: http_body::Body<Data = Bytes, Error = BoxError> + Unpin,
+{
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut chunks = VecDeque::new();
+    let mut trailers = None;
+    let mut remaining = 0u64;
+    while let Some(frame) = body.frame().await {
+        match frame?.into_data() {
+            Ok(data) if data.is_empty() => {}
+            Ok(data) => {
+                remaining += data.len() as u64;
+                chunks.push_back(data);
+            }
+            Err(frame) => {
+                if let Ok(more) = frame.into_trailers() {
+                    trailers
+                        .get_or_insert_with(http::HeaderMap::new)
+                        .extend(more);
+                }
+            }
+        }
+    }
+    if trailers.is_none() && chunks.len() <= 1 {
+        return Ok(chunks.pop_front().map_or(Body::Empty, Body::full));
+    }
+    Ok(Body::stream(Whole {
+        chunks,
+        remaining,
+        trailers,
+    }))
+}
+
+impl http_body::Body for Whole {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Some(data) = self.chunks.pop_front() {
+            self.remaining -= data.len() as u64;
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty() && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, StreamBody};
+
+    type Frames = futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, BoxError>>>;
+
+    /// A body that yields `frames` in order, as a client's upload arriving in several reads.
+    fn arriving(frames: Vec<Frame<Bytes>>) -> StreamBody<Frames> {
+        let frames: Vec<Result<Frame<Bytes>, BoxError>> = frames.into_iter().map(Ok).collect();
+        StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn a_body_read_whole_keeps_its_pieces_in_order_without_joining_them() {
+        let pieces = ["first ", "", "second ", "third"];
+        let body = arriving(
+            pieces
+                .iter()
+                .map(|p| Frame::data(Bytes::from(*p)))
+                .collect(),
+        );
+        let whole = read_whole(body).await.unwrap();
+        assert!(matches!(whole, Body::Stream(_)));
+        assert_eq!(whole.size_hint().exact(), Some(18));
+        let mut frames = Vec::new();
+        let mut whole = whole;
+        while let Some(frame) = whole.frame().await {
+            frames.push(frame.unwrap().into_data().unwrap());
+        }
+        // The empty piece is dropped; the others go on as they came, one frame each.
+        assert_eq!(frames, ["first ", "second ", "third"]);
+    }
+
+    #[tokio::test]
+    async fn one_piece_becomes_a_full_body_and_trailers_are_kept() {
+        let one = read_whole(arriving(vec![Frame::data(Bytes::from("all of it"))]))
+            .await
+            .unwrap();
+        assert!(matches!(&one, Body::Full(Some(b)) if b == "all of it"));
+
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        let body = arriving(vec![
+            Frame::data(Bytes::from("data")),
+            Frame::trailers(trailers.clone()),
+        ]);
+        let collected = read_whole(body).await.unwrap().collect().await.unwrap();
+        assert_eq!(collected.trailers(), Some(&trailers));
+        assert_eq!(collected.to_bytes(), "data");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_breaks_off_is_an_error() {
+        let frames: Vec<Result<Frame<Bytes>, BoxError>> =
+            vec![Ok(Frame::data(Bytes::from("part"))), Err("reset".into())];
+        let body = StreamBody::new(futures_util::stream::iter(frames));
+        assert!(read_whole(body).await.is_err());
     }
 }

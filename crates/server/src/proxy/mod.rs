@@ -445,7 +445,7 @@ impl ProxyHandler {
     /// timeout gets the same 408 as when it streams. Larger bodies, bodies of unknown length
     /// and decoded bodies stream. Trailers, when an HTTP/2 client sends them, are kept.
     async fn buffered(&self, body: Body) -> Result<Body, Error> {
-        use http_body_util::BodyExt;
+        use http_body::Body as _;
         let Body::Stream(_) = &body else {
             return Ok(body);
         };
@@ -457,9 +457,8 @@ impl ProxyHandler {
             return Ok(body);
         }
         let read = IdleTimeout::new(body, self.upstream.timeouts.idle, Side::Downstream, None);
-        match read.collect().await {
-            Ok(collected) if collected.trailers().is_some() => Ok(Body::stream(collected)),
-            Ok(collected) => Ok(Body::full(collected.to_bytes())),
+        match body::read_whole(read).await {
+            Ok(whole) => Ok(whole),
             Err(err) => Err(self
                 .body_refused(err.as_ref())
                 .unwrap_or_else(|| {
