@@ -360,10 +360,16 @@ async fn serve_io<I>(
                 conn: in_service.clone(),
             });
         }
-        async move {
+        // Boxed: the request's future is kilobytes (the pipeline's phases, the proxy and its
+        // upstream client), and hyper moves the future it is handed by value: on HTTP/2 into
+        // a task per stream, which tokio moves several times while spawning and again when the
+        // task completes (measured: a 4.5 KB future copied 11 times per request). Boxed here,
+        // it is written once and every move after that is a pointer's.
+        // (`docs/performance.md`, "TLS", "Round 2").
+        Box::pin(async move {
             let response = pipeline.handle(client, req).await;
             Ok::<_, Infallible>(exchange.respond(response))
-        }
+        })
     });
     if proto == Proto::Http1 {
         // hyper's HTTP/1.1 would answer the HTTP/2 preface with an error response; the guard
@@ -396,6 +402,11 @@ async fn serve_io<I>(
         tokio::time::interval_at(tokio::time::Instant::now() + idle_timeout, idle_timeout);
     let mut last_seen = state.progress();
     let mut closing = false;
+    // One wait for shutdown for the connection's life, not a new one per wake-up: the loop runs
+    // every time hyper's connection is woken (a few times per request), and each new
+    // `changed()` future would join the channel's waiter list and leave it again.
+    let shutdown = shutdown.changed();
+    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             result = conn.as_mut() => {
@@ -404,7 +415,7 @@ async fn serve_io<I>(
                 }
                 return;
             }
-            _ = shutdown.changed(), if !closing => {
+            _ = &mut shutdown, if !closing => {
                 conn.as_mut().graceful_shutdown();
                 closing = true;
             }

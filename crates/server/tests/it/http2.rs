@@ -305,3 +305,42 @@ async fn a_large_upload_to_a_route_that_does_not_read_it_gets_its_response() {
         assert_eq!(resp.text().await.unwrap(), "alive", "{len} bytes up");
     }
 }
+
+/// Shutdown reaches an open HTTP/2 connection that is waiting between requests: the server says
+/// GOAWAY with NO_ERROR (RFC 9113 §6.8: a graceful close), after serving what came before, and
+/// the drain ends once the client has gone. The watchdog in `conn.rs` waits for the shutdown
+/// signal once per connection, across every wake-up of the connection.
+#[tokio::test]
+async fn shutdown_says_goaway_to_an_open_h2_connection() {
+    let server = start_toml(SERVER).await;
+    let mut h2 = RawH2::connect(server.addr("h2c")).await;
+    // A few requests first, so the connection's task has been woken many times before the
+    // signal comes.
+    for stream in [1u32, 3, 5] {
+        h2.send(HEADERS, END_HEADERS | END_STREAM, stream, POST)
+            .await;
+        let found = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(frame) = h2.frame().await {
+                if frame.stream == stream && frame.kind == DATA {
+                    return Some(frame);
+                }
+            }
+            None
+        })
+        .await;
+        let data = found.ok().flatten().expect("a response on the stream");
+        assert_eq!(data.payload, b"alive");
+    }
+
+    let shutdown = tokio::spawn(server.shutdown(Duration::from_secs(10)));
+    let goaway = h2
+        .until("GOAWAY after shutdown", |f| f.kind == GOAWAY)
+        .await;
+    assert_eq!(goaway.error_code(), Some(NO_ERROR), "{:#?}", h2.seen);
+    drop(h2);
+    let drained = tokio::time::timeout(Duration::from_secs(10), shutdown)
+        .await
+        .expect("shutdown did not end in 10s")
+        .unwrap();
+    assert!(drained, "the drain did not finish");
+}
