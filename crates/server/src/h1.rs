@@ -42,6 +42,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::idle::ConnState;
+use crate::metrics::ListenerMetrics;
 
 /// How long a connection must be idle (no request progress) before it is parked. Long enough
 /// that a client sending requests one after the other is never parked between them (parking
@@ -62,6 +63,7 @@ pub async fn serve<I, S>(
     idle_timeout: Duration,
     mut shutdown: watch::Receiver<bool>,
     remote: std::net::SocketAddr,
+    metrics: &ListenerMetrics,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: HttpService<Incoming, ResBody = Body> + Unpin + Send + 'static,
@@ -94,6 +96,7 @@ pub async fn serve<I, S>(
         service = parts.service;
         (io, unread) = probe.into_parts(parts.read_buf);
         // Parked: hyper's buffers are gone; wait for the client to say something.
+        let _parked = metrics.parked();
         let deadline = idle_since + idle_timeout;
         let mut wake = [0u8; WAKE_READ];
         tokio::select! {
