@@ -371,18 +371,12 @@ async fn serve_io<I>(
         // hyper's HTTP/1.1 would answer the HTTP/2 preface with an error response; the guard
         // closes the connection instead, as on an HTTP/1.1-only port before.
         let io = PrefaceGuard::new(io, Expect::Http1);
-        let idle_timeout = task.limits.idle_timeout;
-        return crate::h1::serve(
-            &task.builders.h1,
-            io,
-            service,
-            state,
-            idle_timeout,
-            shutdown,
-            client.remote,
-            &task.metrics,
-        )
-        .await;
+        let listener = crate::h1::Listener {
+            builder: &task.builders.h1,
+            idle_timeout: task.limits.idle_timeout,
+            metrics: &task.metrics,
+        };
+        return crate::h1::serve(listener, io, service, state, shutdown, client.remote).await;
     }
     // With upgrades: HTTP/2 extended CONNECT. That way of serving ignores `http2_only`; the
     // guard holds the connection to it.

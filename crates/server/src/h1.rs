@@ -54,21 +54,32 @@ pub const PARK_AFTER: Duration = Duration::from_secs(1);
 /// the rest. Small: it sits in every parked connection's task.
 const WAKE_READ: usize = 64;
 
+/// What one listener's HTTP/1.1 connections share.
+pub struct Listener<'a> {
+    pub builder: &'a http1::Builder,
+    pub idle_timeout: Duration,
+    /// `sluice_connections_parked` counts the parked ones.
+    pub metrics: &'a ListenerMetrics,
+}
+
 /// One HTTP/1.1 connection from its first request to its close, parked while idle.
 pub async fn serve<I, S>(
-    builder: &http1::Builder,
+    listener: Listener<'_>,
     io: I,
     mut service: S,
     state: Arc<ConnState>,
-    idle_timeout: Duration,
     mut shutdown: watch::Receiver<bool>,
     remote: std::net::SocketAddr,
-    metrics: &ListenerMetrics,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: HttpService<Incoming, ResBody = Body> + Unpin + Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let Listener {
+        builder,
+        idle_timeout,
+        metrics,
+    } = listener;
     let mut io = io;
     let mut unread = Bytes::new();
     // When request progress was last seen: the idle clock of `idle_timeout`.

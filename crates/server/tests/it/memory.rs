@@ -263,7 +263,10 @@ async fn measure(case: Case, conns: usize) {
         per(settled),
         settled as f64 / 1024.0,
     );
-    if let Some(hold) = std::env::var("IDLE_HOLD_SECS").ok().and_then(|s| s.parse().ok()) {
+    if let Some(hold) = std::env::var("IDLE_HOLD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         // For a look from outside while the connections are open (`/proc/PID/smaps`, a heap
         // profiler stopped here): a measurement aid, not a synchronisation.
         println!("holding the connections for {hold} s (server pid {pid})");

@@ -127,7 +127,12 @@ where
     // Parked again; then two requests in one write, each longer than the 64 bytes the parked
     // connection reads to wake: both answered, in order.
     until_parked(server, listener, 1.0).await;
-    let long = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: {}\r\n\r\n", "p".repeat(80));
+    let long = |path: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: {}\r\n\r\n",
+            "p".repeat(80)
+        )
+    };
     let both = [long("/b.txt"), long("/a.txt")].concat();
     stream.write_all(both.as_bytes()).await.unwrap();
     assert_eq!(
@@ -207,11 +212,7 @@ fn get_block() -> Vec<u8> {
 }
 
 /// Read frames until one matches `want` (kind, flags, stream); returns its payload.
-async fn frame_until(
-    stream: &mut TcpStream,
-    bytes: &mut Vec<u8>,
-    want: (u8, u8, u32),
-) -> Vec<u8> {
+async fn frame_until(stream: &mut TcpStream, bytes: &mut Vec<u8>, want: (u8, u8, u32)) -> Vec<u8> {
     let read = async {
         let mut buf = [0u8; 4096];
         loop {
@@ -267,4 +268,3 @@ async fn an_idle_http2_connection_answers_ping_and_serves_its_next_stream() {
         .unwrap();
     frame_until(&mut stream, &mut bytes, (HEADERS, 0, 3)).await;
 }
-
