@@ -4,12 +4,13 @@
 //! `cargo build --release -p sluice && SLUICE_BIN=$PWD/target/release/sluice cargo test -p
 //! sluice --test it idle_connections_rss -- --ignored --nocapture`
 //!
-//! For each case (HTTP/1.1 cleartext, h2c, HTTP/1.1 over TLS, HTTP/2 over TLS) a fresh server is started; it
-//! prints the RSS of the idle process, then opens `IDLE_CONNS` connections (default 10,000),
-//! each makes one request for a small static file and stays open without a word, and prints
-//! the RSS once all are answered and again after `SETTLE` (idle connections are parked after a
-//! second: `crates/server/src/h1.rs`). `CASES=h1,h2c,tls,tls-h2` picks cases;
-//! `IDLE_HOLD_SECS=N` keeps the connections open N more seconds, for a look from outside.
+//! For each case (HTTP/1.1 cleartext, h2c, HTTP/1.1 over TLS, HTTP/2 over TLS) a fresh server
+//! is started; it prints the RSS of the idle process, then opens `IDLE_CONNS` connections
+//! (default 10,000), each makes one request for a small static file and stays open without a
+//! word, and prints the RSS once all are answered and again after `SETTLE` (or
+//! `IDLE_SETTLE_SECS`; idle connections are parked after a second: `crates/server/src/h1.rs`).
+//! `CASES=h1,h2c,tls,tls-h2` picks cases; `IDLE_HOLD_SECS=N` keeps the connections open N more
+//! seconds, for a look from outside.
 //! `docs/performance.md` ("Memory") has the figures.
 
 use std::io::{BufRead, BufReader};
@@ -250,12 +251,16 @@ async fn measure(case: Case, conns: usize) {
     .expect("the connections were not all answered");
     let kept: Vec<Kept> = kept.into_iter().map(Result::unwrap).collect();
     let answered = rss(pid);
-    tokio::time::sleep(SETTLE).await; // a measurement: memory once the connections sit idle
+    let settle = std::env::var("IDLE_SETTLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(SETTLE, Duration::from_secs);
+    tokio::time::sleep(settle).await; // a measurement: memory once the connections sit idle
     let settled = rss(pid);
     let per = |rss: u64| (rss.saturating_sub(idle) * 1024) as f64 / kept.len() as f64;
     println!(
         "{}: idle process {idle} KiB; {} connections answered in {:?}: {answered} KiB \
-         ({:.0} B each); after {SETTLE:?} idle: {settled} KiB ({:.0} B each) = {:.1} MiB",
+         ({:.0} B each); after {settle:?} idle: {settled} KiB ({:.0} B each) = {:.1} MiB",
         case.name(),
         kept.len(),
         started.elapsed(),
