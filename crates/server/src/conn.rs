@@ -264,12 +264,14 @@ async fn serve_stream(
     };
     // The header timer starts once the handshake is over (it has its own timeout).
     let io = ClientIo::new(stream, state.clone(), None);
-    let mut tls = match Box::pin(tokio::time::timeout(
-        task.limits.tls_handshake_timeout,
-        acceptor.accept(io),
-    ))
-    .await
-    {
+    let handshake = tokio::time::timeout(task.limits.tls_handshake_timeout, acceptor.accept(io));
+    // The TLS stream is boxed as it comes out of the handshake: rustls's connection state is
+    // over a kilobyte inline, and the futures that serve the connection (`serve_io`,
+    // `crate::h1::serve`) hold their socket in several places across their awaits, each a copy
+    // of its size: about 9 KiB per TLS connection, against 8 bytes for a box
+    // (`docs/performance.md`, "Memory").
+    let handshake = Box::pin(async move { handshake.await.map(|tls| tls.map(Box::new)) });
+    let mut tls = match handshake.await {
         Ok(Ok(tls)) => tls,
         Ok(Err(err)) => {
             task.metrics.tls_handshake_failed();
@@ -375,17 +377,12 @@ async fn serve_io<I>(
         // hyper's HTTP/1.1 would answer the HTTP/2 preface with an error response; the guard
         // closes the connection instead, as on an HTTP/1.1-only port before.
         let io = PrefaceGuard::new(io, Expect::Http1);
-        let idle_timeout = task.limits.idle_timeout;
-        return crate::h1::serve(
-            &task.builders.h1,
-            io,
-            service,
-            state,
-            idle_timeout,
-            shutdown,
-            client.remote,
-        )
-        .await;
+        let listener = crate::h1::Listener {
+            builder: &task.builders.h1,
+            idle_timeout: task.limits.idle_timeout,
+            metrics: &task.metrics,
+        };
+        return crate::h1::serve(listener, io, service, state, shutdown, client.remote).await;
     }
     // With upgrades: HTTP/2 extended CONNECT. That way of serving ignores `http2_only`; the
     // guard holds the connection to it.

@@ -42,6 +42,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::idle::ConnState;
+use crate::metrics::ListenerMetrics;
 
 /// How long a connection must be idle (no request progress) before it is parked. Long enough
 /// that a client sending requests one after the other is never parked between them (parking
@@ -53,13 +54,20 @@ pub const PARK_AFTER: Duration = Duration::from_secs(1);
 /// the rest. Small: it sits in every parked connection's task.
 const WAKE_READ: usize = 64;
 
+/// What one listener's HTTP/1.1 connections share.
+pub struct Listener<'a> {
+    pub builder: &'a http1::Builder,
+    pub idle_timeout: Duration,
+    /// `sluice_connections_parked` counts the parked ones.
+    pub metrics: &'a ListenerMetrics,
+}
+
 /// One HTTP/1.1 connection from its first request to its close, parked while idle.
 pub async fn serve<I, S>(
-    builder: &http1::Builder,
+    listener: Listener<'_>,
     io: I,
     mut service: S,
     state: Arc<ConnState>,
-    idle_timeout: Duration,
     mut shutdown: watch::Receiver<bool>,
     remote: std::net::SocketAddr,
 ) where
@@ -67,6 +75,11 @@ pub async fn serve<I, S>(
     S: HttpService<Incoming, ResBody = Body> + Unpin + Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let Listener {
+        builder,
+        idle_timeout,
+        metrics,
+    } = listener;
     let mut io = io;
     let mut unread = Bytes::new();
     // When request progress was last seen: the idle clock of `idle_timeout`.
@@ -94,6 +107,7 @@ pub async fn serve<I, S>(
         service = parts.service;
         (io, unread) = probe.into_parts(parts.read_buf);
         // Parked: hyper's buffers are gone; wait for the client to say something.
+        let _parked = metrics.parked();
         let deadline = idle_since + idle_timeout;
         let mut wake = [0u8; WAKE_READ];
         tokio::select! {

@@ -8,8 +8,10 @@
 //! per proxied response (docs/performance.md, "Allocator"). Built with `no_thp`: mimalloc
 //! otherwise asks for transparent huge pages on its arenas, and the idle process then held
 //! 15 MB instead of 9 MB. The library and its tests keep the system allocator; only the binary
-//! sets this.
+//! sets this. The `system-alloc` feature leaves it out, for heap profilers that watch `malloc`
+//! (heaptrack: `docs/performance.md`, "Memory").
 
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

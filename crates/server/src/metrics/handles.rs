@@ -329,6 +329,7 @@ impl UpstreamMetrics {
 pub struct ListenerMetrics {
     pub(super) open: Gauge,
     pub(super) total: Counter,
+    pub(super) parked: Gauge,
     pub(super) tls_failures: Counter,
     pub(super) proxy_protocol_errors: Counter,
     /// Times accepting paused at `[listener, server]` `max_connections`.
@@ -352,6 +353,14 @@ impl ListenerMetrics {
         self.connection_opened();
         OpenConnection {
             open: self.open.clone(),
+        }
+    }
+
+    /// Count an idle connection as parked (`crate::h1`) until the guard is dropped.
+    pub fn parked(&self) -> Parked {
+        self.parked.inc();
+        Parked {
+            parked: self.parked.clone(),
         }
     }
 
@@ -387,5 +396,18 @@ pub struct OpenConnection {
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.open.dec();
+    }
+}
+
+/// Keeps a connection counted as parked; see [`ListenerMetrics::parked`].
+#[derive(Debug)]
+#[must_use = "the connection stops counting as parked when the guard is dropped"]
+pub struct Parked {
+    parked: Gauge,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.parked.dec();
     }
 }

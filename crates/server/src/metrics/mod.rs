@@ -35,7 +35,7 @@ use sluice_core::Compression;
 
 pub use handles::{
     CompressBytes, CompressMetrics, DecompressMetrics, DecompressOutcome, InFlightGuard,
-    ListenerMetrics, OpenConnection, RouteMetrics, UpstreamMetrics, UpstreamOutcome,
+    ListenerMetrics, OpenConnection, Parked, RouteMetrics, UpstreamMetrics, UpstreamOutcome,
     UpstreamServerMetrics,
 };
 pub use histogram::{DurationHistogram, bucket_bounds_seconds};
@@ -66,6 +66,7 @@ pub const UPSTREAM_IN_FLIGHT: &str = "sluice_upstream_in_flight";
 pub const UPSTREAM_CONNECTIONS: &str = "sluice_upstream_connections";
 pub const CONNECTIONS_OPEN: &str = "sluice_connections_open";
 pub const CONNECTIONS_TOTAL: &str = "sluice_connections_total";
+pub const CONNECTIONS_PARKED: &str = "sluice_connections_parked";
 pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "sluice_tls_handshake_failures_total";
 pub const PROXY_PROTOCOL_ERRORS_TOTAL: &str = "sluice_proxy_protocol_errors_total";
 pub const BUILD_INFO: &str = "sluice_build_info";
@@ -147,6 +148,7 @@ pub struct Metrics {
     upstream_no_peer: Family<UpstreamLabels, Counter>,
     connections_open: Family<ListenerLabels, Gauge>,
     connections: Family<ListenerLabels, Counter>,
+    connections_parked: Family<ListenerLabels, Gauge>,
     tls_failures: Family<ListenerLabels, Counter>,
     proxy_protocol_errors: Family<ListenerLabels, Counter>,
     compress_responses: Family<RouteDecisionLabels, Counter>,
@@ -233,6 +235,11 @@ impl Metrics {
         );
         let connections_open = register(r, CONNECTIONS_OPEN, "Client connections open now");
         let connections = register(r, CONNECTIONS_TOTAL, "Client connections accepted");
+        let connections_parked = register(
+            r,
+            CONNECTIONS_PARKED,
+            "Idle HTTP/1.1 client connections parked now, their HTTP buffers freed",
+        );
         let tls_failures = register(
             r,
             TLS_HANDSHAKE_FAILURES_TOTAL,
@@ -329,6 +336,7 @@ impl Metrics {
             upstream_no_peer,
             connections_open,
             connections,
+            connections_parked,
             tls_failures,
             proxy_protocol_errors,
             compress_responses,
@@ -575,6 +583,7 @@ impl Metrics {
         ListenerMetrics {
             open: self.connections_open.get_or_create_owned(&labels),
             total: self.connections.get_or_create_owned(&labels),
+            parked: self.connections_parked.get_or_create_owned(&labels),
             tls_failures: self.tls_failures.get_or_create_owned(&labels),
             proxy_protocol_errors: self.proxy_protocol_errors.get_or_create_owned(&labels),
             limit_reached: self.limits.connection_limit(listener),

@@ -20,6 +20,7 @@ mod limits;
 mod listeners;
 mod memory;
 mod metrics;
+mod parking;
 mod paths;
 mod precompress;
 mod proxy;

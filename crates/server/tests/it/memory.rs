@@ -4,12 +4,14 @@
 //! `cargo build --release -p sluice && SLUICE_BIN=$PWD/target/release/sluice cargo test -p
 //! sluice --test it idle_connections_rss -- --ignored --nocapture`
 //!
-//! For each case (HTTP/1.1 cleartext, h2c, HTTP/1.1 over TLS) a fresh server is started; it
-//! prints the RSS of the idle process, then opens `IDLE_CONNS` connections (default 10,000),
-//! each makes one request for a small static file and stays open without a word, and prints
-//! the RSS once all are answered and again after `SETTLE` (idle connections are parked after a
-//! second: `crates/server/src/h1.rs`). `CASES=h1,h2c,tls` picks cases. `docs/performance.md`
-//! ("Memory") has the figures.
+//! For each case (HTTP/1.1 cleartext, h2c, HTTP/1.1 over TLS, HTTP/2 over TLS) a fresh server
+//! is started; it prints the RSS of the idle process, then opens `IDLE_CONNS` connections
+//! (default 10,000), each makes one request for a small static file and stays open without a
+//! word, and prints the RSS once all are answered and again after `SETTLE` (or
+//! `IDLE_SETTLE_SECS`; idle connections are parked after a second: `crates/server/src/h1.rs`).
+//! `CASES=h1,h2c,tls,tls-h2` picks cases; `IDLE_HOLD_SECS=N` keeps the connections open N more
+//! seconds, for a look from outside.
+//! `docs/performance.md` ("Memory") has the figures.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -33,7 +35,10 @@ enum Case {
     Http1,
     H2c,
     Tls,
+    TlsH2,
 }
+
+const ALL: [Case; 4] = [Case::Http1, Case::H2c, Case::Tls, Case::TlsH2];
 
 impl Case {
     fn name(self) -> &'static str {
@@ -41,6 +46,7 @@ impl Case {
             Case::Http1 => "h1",
             Case::H2c => "h2c",
             Case::Tls => "tls",
+            Case::TlsH2 => "tls-h2",
         }
     }
 
@@ -49,6 +55,7 @@ impl Case {
             Case::Http1 => r#"protocols = ["http/1.1"]"#,
             Case::H2c => r#"protocols = ["h2"]"#,
             Case::Tls => "tls = \"self-signed\"\nprotocols = [\"http/1.1\"]",
+            Case::TlsH2 => "tls = \"self-signed\"\nprotocols = [\"h2\"]",
         }
     }
 }
@@ -174,32 +181,43 @@ enum Kept {
 
 async fn connect(case: Case, addr: SocketAddr, tls: tokio_rustls::TlsConnector) -> Kept {
     let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
     match case {
         Case::Http1 => Kept::Tcp(h1_once(tcp).await),
         Case::Tls => {
-            let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
             let stream = tls.connect(name, tcp).await.unwrap();
             Kept::Tls(Box::new(h1_once(stream).await))
         }
-        Case::H2c => {
-            let io = hyper_util::rt::TokioIo::new(tcp);
-            let (mut send, conn) =
-                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
-            let req = http::Request::get(format!("http://{addr}/small.txt"))
-                .body(String::new())
-                .unwrap();
-            let resp = send.send_request(req).await.unwrap();
-            assert_eq!(resp.status(), 200);
-            let body = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .unwrap();
-            assert!(!body.to_bytes().is_empty());
-            Kept::H2(send)
+        Case::H2c => Kept::H2(h2_once(tcp, addr).await),
+        Case::TlsH2 => {
+            let stream = tls.connect(name, tcp).await.unwrap();
+            assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+            Kept::H2(h2_once(stream, addr).await)
         }
     }
+}
+
+/// An HTTP/2 connection on `io` that made one request; its sender keeps it open.
+async fn h2_once<S>(io: S, addr: SocketAddr) -> hyper::client::conn::http2::SendRequest<String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = hyper_util::rt::TokioIo::new(io);
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get(format!("http://{addr}/small.txt"))
+        .body(String::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap();
+    assert!(!body.to_bytes().is_empty());
+    send
 }
 
 async fn measure(case: Case, conns: usize) {
@@ -210,7 +228,11 @@ async fn measure(case: Case, conns: usize) {
     tokio::time::sleep(Duration::from_millis(500)).await; // a measurement, not a sync
     let idle = rss(pid);
     let mut config = sluice_testkit::insecure_tls_config();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![if case == Case::TlsH2 {
+        b"h2".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    }];
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config));
     let gate = Arc::new(Semaphore::new(CONNECTING));
     let started = std::time::Instant::now();
@@ -229,12 +251,16 @@ async fn measure(case: Case, conns: usize) {
     .expect("the connections were not all answered");
     let kept: Vec<Kept> = kept.into_iter().map(Result::unwrap).collect();
     let answered = rss(pid);
-    tokio::time::sleep(SETTLE).await; // a measurement: memory once the connections sit idle
+    let settle = std::env::var("IDLE_SETTLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(SETTLE, Duration::from_secs);
+    tokio::time::sleep(settle).await; // a measurement: memory once the connections sit idle
     let settled = rss(pid);
     let per = |rss: u64| (rss.saturating_sub(idle) * 1024) as f64 / kept.len() as f64;
     println!(
         "{}: idle process {idle} KiB; {} connections answered in {:?}: {answered} KiB \
-         ({:.0} B each); after {SETTLE:?} idle: {settled} KiB ({:.0} B each) = {:.1} MiB",
+         ({:.0} B each); after {settle:?} idle: {settled} KiB ({:.0} B each) = {:.1} MiB",
         case.name(),
         kept.len(),
         started.elapsed(),
@@ -242,6 +268,15 @@ async fn measure(case: Case, conns: usize) {
         per(settled),
         settled as f64 / 1024.0,
     );
+    if let Some(hold) = std::env::var("IDLE_HOLD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        // For a look from outside while the connections are open (`/proc/PID/smaps`, a heap
+        // profiler stopped here): a measurement aid, not a synchronisation.
+        println!("holding the connections for {hold} s (server pid {pid})");
+        tokio::time::sleep(Duration::from_secs(hold)).await;
+    }
     drop(kept);
     assert!(crate::cli::terminate(child));
 }
@@ -252,8 +287,8 @@ async fn measure(case: Case, conns: usize) {
 async fn idle_connections_rss_measurement() {
     let wanted: usize = std::env::var("IDLE_CONNS").map_or(10_000, |n| n.parse().unwrap());
     let conns = raise_nofile(wanted);
-    let cases = std::env::var("CASES").unwrap_or_else(|_| "h1,h2c,tls".into());
-    for case in [Case::Http1, Case::H2c, Case::Tls] {
+    let cases = std::env::var("CASES").unwrap_or_else(|_| "h1,h2c,tls,tls-h2".into());
+    for case in ALL {
         if cases.split(',').any(|c| c.trim() == case.name()) {
             measure(case, conns).await;
         }
