@@ -12,6 +12,8 @@ use tokio::net::TcpStream;
 
 use sluice_testkit::{TestServer, start_toml_in};
 
+use crate::hostile::h2::{HEADERS, PING, PREFACE, SETTINGS, frame};
+
 /// A cleartext and a TLS HTTP/1.1 listener, an h2c one, and two files to tell responses apart.
 async fn server(dir: &std::path::Path) -> TestServer {
     std::fs::create_dir_all(dir.join("public")).unwrap();
@@ -149,18 +151,23 @@ async fn an_idle_http1_connection_is_parked_and_serves_its_next_requests() {
     park_and_carry_on(&server, "plain", stream).await;
 }
 
-#[tokio::test]
-async fn an_idle_tls_connection_is_parked_and_serves_its_next_requests() {
-    let temp = tempfile::tempdir().unwrap();
-    let server = server(temp.path()).await;
+/// A TLS connection to the `tls` listener that offers only HTTP/1.1.
+async fn tls_http1(server: &TestServer) -> tokio_rustls::client::TlsStream<TcpStream> {
     let mut config = sluice_testkit::insecure_tls_config();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let tcp = TcpStream::connect(server.addr("tls")).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_idle_tls_connection_is_parked_and_serves_its_next_requests() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = server(temp.path()).await;
+    let stream = tls_http1(&server).await;
     park_and_carry_on(&server, "tls", stream).await;
 }
 
@@ -168,14 +175,7 @@ async fn an_idle_tls_connection_is_parked_and_serves_its_next_requests() {
 async fn a_parked_tls_connection_sends_close_notify_on_shutdown() {
     let temp = tempfile::tempdir().unwrap();
     let server = server(temp.path()).await;
-    let mut config = sluice_testkit::insecure_tls_config();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = TcpStream::connect(server.addr("tls")).await.unwrap();
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let mut stream = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let mut stream = tls_http1(&server).await;
     stream.write_all(get("/a.txt").as_bytes()).await.unwrap();
     assert_eq!(responses(&mut stream, 1).await, ["first file\n"]);
     until_parked(&server, "tls", 1.0).await;
@@ -187,20 +187,8 @@ async fn a_parked_tls_connection_sends_close_notify_on_shutdown() {
     assert!(stopped.await.unwrap(), "drain did not finish");
 }
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const HEADERS: u8 = 1;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
 const ACK: u8 = 0x1;
 const END_STREAM_HEADERS: u8 = 0x5;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
 
 /// `GET /a.txt` with `:authority: x`: `:method GET` (2), `:scheme http` (6) from the static
 /// table, `:path` (name 4) and `:authority` (name 1) as literals (RFC 7541 §6.2.2).

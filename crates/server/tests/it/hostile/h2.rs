@@ -11,12 +11,12 @@ use tokio::net::TcpStream;
 use super::upstreams::Recording;
 use sluice_testkit::{Offer, TestServer, client, start_toml};
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const DATA: u8 = 0;
-const HEADERS: u8 = 1;
+pub(crate) const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
+pub(crate) const SETTINGS: u8 = 4;
+pub(crate) const PING: u8 = 6;
 const GOAWAY: u8 = 7;
 const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
@@ -24,7 +24,8 @@ const END_HEADERS: u8 = 0x4;
 /// RFC 9113 §7.
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+/// One HTTP/2 frame (RFC 9113 §4.1): 9-byte header, then `payload`.
+pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len() as u32;
     let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
     out.extend_from_slice(&stream.to_be_bytes());

@@ -5,7 +5,7 @@
 //! else.
 
 mod connection_flood;
-mod h2;
+pub mod h2;
 mod slowloris;
 mod smuggling;
 pub mod upstreams;
