@@ -27,7 +27,9 @@ pub fn run(args: &RunArgs) -> Result<Report, String> {
         .unwrap_or(0);
     raise_open_files_limit(most_connections);
     let out = args.out.clone().unwrap_or_else(default_out);
-    let work_dir = work_dir(&out)?;
+    let work_dir = out.join("work");
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| format!("creating {}: {e}", work_dir.display()))?;
     let ctx = prepare(&work_dir, args)?;
     let runs = if args.quick { 1 } else { args.runs.max(1) };
     let mut report = Report {
@@ -366,16 +368,6 @@ fn absolute(path: &Path) -> PathBuf {
 }
 
 /// `target/bench/<UTC timestamp>`.
-/// `out/work`, created, as an absolute path: the peers' configs name files under it, and nginx
-/// reads a relative path against its own prefix, not against the directory the lab started in
-/// (`--out relout` gave `relout/work/x/relout/work/x/nginx.conf`).
-fn work_dir(out: &Path) -> Result<PathBuf, String> {
-    let work_dir = out.join("work");
-    std::fs::create_dir_all(&work_dir)
-        .map_err(|e| format!("creating {}: {e}", work_dir.display()))?;
-    std::fs::canonicalize(&work_dir).map_err(|e| format!("resolving {}: {e}", work_dir.display()))
-}
-
 fn default_out() -> PathBuf {
     let stamp: String = now_rfc3339()
         .chars()
@@ -458,33 +450,5 @@ pub fn summary_line(r: &ScenarioResult) -> String {
         (Outcome::NotSupported(why), _) => format!("{head} not supported: {why}"),
         (Outcome::CheckFailed(why), _) => format!("{head} CHECK FAILED: {why}"),
         (Outcome::Error(why), _) => format!("{head} ERROR: {why}"),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_work_dir_of_a_relative_out_is_absolute_and_exists() {
-        let dir = tempfile::tempdir().unwrap();
-        // A relative path, resolved against the current directory like `--out relout`.
-        let here = std::env::current_dir().unwrap();
-        let relative = pathdiff(dir.path(), &here).join("relout");
-        assert!(relative.is_relative());
-        let work = work_dir(&relative).unwrap();
-        assert!(work.is_absolute(), "{}", work.display());
-        assert!(work.is_dir());
-        assert_eq!(work, dir.path().canonicalize().unwrap().join("relout/work"));
-    }
-
-    /// `to` as a path relative to `from` (both absolute): enough `..` to reach `/`, then `to`.
-    fn pathdiff(to: &Path, from: &Path) -> PathBuf {
-        let mut relative = PathBuf::new();
-        for _ in from.components().skip(1) {
-            relative.push("..");
-        }
-        relative.join(to.strip_prefix("/").unwrap())
     }
 }

@@ -62,9 +62,7 @@ pub fn start(
     addr: SocketAddr,
     dir: &Path,
 ) -> Result<Process, StartError> {
-    let dir = std::path::absolute(dir)
-        .map_err(|e| StartError::Failed(format!("resolving {}: {e}", dir.display())))?;
-    let caddyfile = caddyfile(scenario, ctx, origins, addr, &dir)?;
+    let caddyfile = caddyfile(scenario, ctx, origins, addr, dir)?;
     let Some(caddy) = binary() else {
         return Err(StartError::NotSupported(
             "caddy is not installed (apt-get install caddy)".into(),
@@ -73,7 +71,7 @@ pub fn start(
     let path = dir.join("Caddyfile");
     std::fs::write(&path, caddyfile)
         .map_err(|e| StartError::Failed(format!("writing {}: {e}", path.display())))?;
-    let json = adapt(&caddy, &path, &dir).map_err(StartError::Failed)?;
+    let json = adapt(&caddy, &path, dir).map_err(StartError::Failed)?;
     let json_path = dir.join("caddy.json");
     std::fs::write(&json_path, json)
         .map_err(|e| StartError::Failed(format!("writing {}: {e}", json_path.display())))?;
@@ -87,7 +85,7 @@ pub fn start(
         &ctx.server_cpus,
         &caddy,
         &args,
-        &env(ctx, &dir),
+        &env(ctx, dir),
         &dir.join("caddy.log"),
     )
     .map_err(StartError::Failed)

@@ -137,11 +137,7 @@ pub fn start(
     origins: &Origins,
 ) -> Result<Running, StartError> {
     let addr = free_port().map_err(StartError::Failed)?;
-    let dir = ctx
-        .work_dir
-        .join(format!("{}-{}", scenario.name, kind.name()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| StartError::Failed(format!("creating {}: {e}", dir.display())))?;
+    let dir = target_dir(ctx, scenario, kind)?;
     let mut process = match kind {
         TargetKind::Sluice => sluice::start(scenario, ctx, origins, addr, &dir)?,
         TargetKind::Nginx => nginx::start(scenario, ctx, origins, addr, &dir)?,
@@ -160,6 +156,21 @@ pub fn start(
         },
         process,
     })
+}
+
+/// `work_dir/<scenario>-<target>`, created, as an absolute path: every target's config and
+/// command line name files in it, and each server reads a relative path against something of
+/// its own (nginx its prefix, Varnish `vcl_path` and /var/lib/varnish, Caddy its config's
+/// directory), not against the directory the lab was started in (`--out relout` gave nginx
+/// `relout/work/x/relout/work/x/nginx.conf`).
+fn target_dir(ctx: &Context, scenario: &Scenario, kind: TargetKind) -> Result<PathBuf, StartError> {
+    let dir = ctx
+        .work_dir
+        .join(format!("{}-{}", scenario.name, kind.name()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| StartError::Failed(format!("creating {}: {e}", dir.display())))?;
+    std::path::absolute(&dir)
+        .map_err(|e| StartError::Failed(format!("resolving {}: {e}", dir.display())))
 }
 
 /// The demo origins of one scenario, named `origin-0`, `origin-1`, ... (`X-Origin`).
@@ -217,5 +228,41 @@ impl Origins {
         for p in self.processes {
             p.stop();
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_dir_under_a_relative_work_dir_is_absolute_and_exists() {
+        let temp = tempfile::tempdir().unwrap();
+        // The work directory as `--out relout` gives it: relative to the current directory.
+        let here = std::env::current_dir().unwrap();
+        let relative = relative_to(temp.path(), &here).join("relout/work");
+        assert!(relative.is_relative());
+        let ctx = Context::for_tests(&relative);
+        let scenario = test_support::scenario("static-plain");
+        let dir = target_dir(&ctx, &scenario, TargetKind::Nginx).unwrap();
+        assert!(dir.is_absolute(), "{}", dir.display());
+        assert!(dir.is_dir());
+        assert_eq!(
+            dir.canonicalize().unwrap(),
+            temp.path()
+                .canonicalize()
+                .unwrap()
+                .join("relout/work/static-plain-nginx")
+        );
+    }
+
+    /// `to` as a path relative to `from` (both absolute): enough `..` to reach `/`, then `to`.
+    fn relative_to(to: &std::path::Path, from: &std::path::Path) -> PathBuf {
+        let mut relative = PathBuf::new();
+        for _ in from.components().skip(1) {
+            relative.push("..");
+        }
+        relative.join(to.strip_prefix("/").unwrap())
     }
 }

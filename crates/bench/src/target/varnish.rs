@@ -61,10 +61,6 @@ pub fn start(
             "varnish is not installed (apt-get install varnish)".into(),
         ));
     };
-    // Absolute: `-f` is looked up in `vcl_path` and a relative `-n` names a directory under
-    // /var/lib/varnish.
-    let dir = std::path::absolute(dir)
-        .map_err(|e| StartError::Failed(format!("resolving {}: {e}", dir.display())))?;
     let path = dir.join("varnish.vcl");
     std::fs::write(&path, vcl)
         .map_err(|e| StartError::Failed(format!("writing {}: {e}", path.display())))?;
