@@ -482,12 +482,11 @@ pub(super) struct Whole {
 
 /// Read `body` to its end; one piece and no trailers becomes [`Body::Full`], anything else a
 /// [`Whole`].
-pub(super) async fn read_whole<B>(body: B) -> Result<Body, BoxError>
+pub(super) async fn read_whole<B>(mut body: B) -> Result<Body, BoxError>
 where
     B: http_body::Body<Data = Bytes, Error = BoxError> + Unpin,
 {
     use http_body_util::BodyExt;
-    let mut body = body;
     let mut chunks = VecDeque::new();
     let mut trailers = None;
     let mut remaining = 0u64;
