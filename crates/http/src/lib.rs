@@ -9,8 +9,10 @@
 //! - [`compress_policy`]: whether a response gets compressed, and the header changes if so.
 //! - [`compress`]: streaming response compression (gzip, deflate, br, zstd) as ONE stream with
 //!   sync flushes when the upstream pauses, after a delay, or per event.
+//! - [`coalesce`]: a streamed body handed to the connection in runs, not a write per chunk.
 //! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits).
 
+pub mod coalesce;
 pub mod compress;
 pub mod compress_policy;
 pub mod decompress;

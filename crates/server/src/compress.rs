@@ -55,6 +55,9 @@ pub struct RouteCompression {
     adaptive: Option<Arc<Adaptive>>,
 }
 
+/// [`Outcome::decision`] of a response compressed on the fly.
+pub const COMPRESSED: &str = "compressed";
+
 /// What the access log says about compression for one response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -366,7 +369,7 @@ impl AcceptEncoding {
 
 fn decision_str(decision: Decision) -> &'static str {
     match decision {
-        Decision::Compress(_) => "compressed",
+        Decision::Compress(_) => COMPRESSED,
         Decision::Skip(reason) => reason.as_str(),
     }
 }

@@ -6,7 +6,8 @@
 //!                 rate limit (may answer 429) -> cache lookup (cached proxy routes; may answer
 //!                 here)
 //! action          static files | fixed response | redirect | proxy
-//! response phase  cache store -> error page -> compression -> response headers (`Server`)
+//! response phase  cache store -> error page -> compression -> streamed bodies in runs ->
+//!                 response headers (`Server`)
 //! observe         access log + metrics, when the body ends
 //! ```
 //!
@@ -25,9 +26,12 @@
 use std::sync::Arc;
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body::Body as _;
+use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
 use sluice_config::TrustedProxies;
 use sluice_core::{Body, Error, Side};
+use sluice_http::coalesce::Coalesce;
 
 use crate::access_log::{AccessLogger, Entry};
 use crate::cache::Lookup;
@@ -256,9 +260,17 @@ impl Pipeline {
             Ok(response) => response,
             Err((err, uri)) => error_response(&err, &ctx.method, &uri),
         };
+        let mut compressed = false;
         if let Some(compression) = ctx.route.and_then(|route| route.compression.as_ref()) {
-            let outcome = compression.apply(&ctx.method, &ctx.accept, &mut response);
-            ctx.compression = Some(outcome.await);
+            let outcome = compression
+                .apply(&ctx.method, &ctx.accept, &mut response)
+                .await;
+            compressed = outcome.decision == crate::compress::COMPRESSED;
+            ctx.compression = Some(outcome);
+        }
+        if !compressed {
+            // A compressed body gathers its own input (`CompressBody` waits for a real pause).
+            in_runs(response.body_mut());
         }
         if let Some(server) = &self.server_header {
             response
@@ -317,6 +329,25 @@ impl Pipeline {
         observe::observe(response, observer)
     }
 }
+
+/// Hand a streamed body to the connection in runs ([`Coalesce`]): a write per upstream chunk
+/// made the kernel's part of a proxied stream twice HAProxy's. Bodies in memory, and streams
+/// short enough to arrive in one piece, go as they are.
+fn in_runs(body: &mut Body) {
+    if let Body::Stream(stream) = body {
+        let short = stream
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n <= IN_ONE_PIECE);
+        if !short && !stream.is_end_stream() {
+            let stream = std::mem::take(stream);
+            *body = Body::Stream(UnsyncBoxBody::new(Coalesce::new(stream)));
+        }
+    }
+}
+
+/// A streamed body of at most this many bytes is not gathered: it comes in one read.
+const IN_ONE_PIECE: u64 = 16 * 1024;
 
 /// The 429 for a request its route's rate limit refused: like any error, it is made here and
 /// goes through the response phase and observe; debug level, because a client over its limit

@@ -336,6 +336,78 @@ async fn streams_a_large_download_and_upload() {
     assert_eq!(info["chunked"], true);
 }
 
+/// The proxy hands a streamed body to the client in runs (sluice-http `Coalesce`), but a piece
+/// after which the upstream pauses must still reach the client at once: each piece here is
+/// sent only once the client has the one before, so a piece held back for more stalls the
+/// exchange. Over HTTP/1.1 and HTTP/2, with and without a known length.
+#[tokio::test]
+async fn each_piece_of_a_paused_stream_reaches_the_client_before_the_next_is_sent() {
+    use bytes::Bytes;
+    use std::sync::Mutex;
+    use tokio::sync::mpsc;
+
+    const PIECES: usize = 4;
+    const PIECE: usize = 1000;
+    for (offer, length) in [
+        (Offer::Http1, None),
+        (Offer::Http2, None),
+        (Offer::Http1, Some(PIECES * PIECE)),
+    ] {
+        let (tx, rx) = mpsc::channel::<Bytes>(1);
+        let rx = Arc::new(Mutex::new(Some(rx)));
+        let (addr, _) = serve_fn(move |_req| {
+            let rx = rx.lock().unwrap().take();
+            async move {
+                let stream = futures_util::stream::unfold(rx, |rx| async move {
+                    let mut rx = rx?;
+                    let piece = rx.recv().await?;
+                    Some((
+                        Ok::<_, std::io::Error>(hyper::body::Frame::data(piece)),
+                        Some(rx),
+                    ))
+                });
+                let mut response = hyper::Response::builder().header("content-type", "text/plain");
+                if let Some(length) = length {
+                    response = response.header("content-length", length);
+                }
+                response
+                    .body(sluice_core::Body::stream(http_body_util::StreamBody::new(
+                        stream,
+                    )))
+                    .unwrap()
+            }
+        })
+        .await;
+        let server = proxy_in_front(&format!("servers = [\"{addr}\"]")).await;
+        let mut resp = client(offer)
+            .get(server.url("/pieces"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut received = Vec::new();
+        for i in 0..PIECES {
+            let piece = vec![b'a' + i as u8; PIECE];
+            tx.send(Bytes::from(piece.clone())).await.unwrap();
+            let wait = async {
+                while received.len() < (i + 1) * PIECE {
+                    let data = resp.chunk().await.unwrap().expect("the stream ended early");
+                    received.extend_from_slice(&data);
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(30), wait)
+                .await
+                .unwrap_or_else(|_| panic!("piece {i} was held back ({offer:?}, {length:?})"));
+            assert_eq!(&received[i * PIECE..], &piece[..], "piece {i} ({offer:?})");
+        }
+        drop(tx);
+        while let Some(data) = resp.chunk().await.unwrap() {
+            received.extend_from_slice(&data);
+        }
+        assert_eq!(received.len(), PIECES * PIECE, "{offer:?}, {length:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_client_that_goes_away_cancels_the_upstream_request() {
     // An upstream whose endless body tells us when it is dropped.
