@@ -459,6 +459,9 @@ pub struct StaticFiles {
     /// How long a file in the memory cache is served without a `stat` of its paths after one
     /// found them unchanged (at most [`Self::MAX_MEMORY_CACHE_RECHECK`]); zero: before every hit.
     pub memory_cache_recheck: Duration,
+    /// Send memory-cached files over plain HTTP/1.1 with `sendfile(2)` from the file instead of
+    /// copying them from memory (nginx's `sendfile`). On by default.
+    pub sendfile: bool,
 }
 
 impl StaticFiles {
@@ -478,6 +481,7 @@ impl StaticFiles {
             precompressed: Vec::new(),
             memory_cache: Self::DEFAULT_MEMORY_CACHE,
             memory_cache_recheck: Self::DEFAULT_MEMORY_CACHE_RECHECK,
+            sendfile: true,
         }
     }
 }

@@ -394,6 +394,34 @@ fn memory_cache_recheck_is_a_duration_of_at_most_one_second() {
 }
 
 #[test]
+fn sendfile_is_on_unless_turned_off_and_takes_only_a_boolean() {
+    let parse = |value: &str| {
+        let text = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
+        );
+        parse_str(&text, Path::new("sluice.toml")).map(|config| {
+            let Action::Static(files) = &config.routes[0].action else {
+                panic!("static")
+            };
+            files.sendfile
+        })
+    };
+    assert!(parse("").unwrap());
+    assert!(parse(", sendfile = true").unwrap());
+    assert!(!parse(", sendfile = false").unwrap());
+    let diagnostics = parse(r#", sendfile = "off""#).unwrap_err();
+    let d = diagnostics.iter().next().unwrap();
+    assert_eq!((d.line, d.column), (4, 37), "{d:?}");
+    assert_eq!(d.key_path, "routes[0].static.sendfile");
+    assert!(
+        d.hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("true or false")
+    );
+}
+
+#[test]
 fn limits_map_to_typed_values_with_zero_meaning_none() {
     let defaults = parse_str(
         "[[listeners]]\naddress = \"127.0.0.1:8080\"\n[[routes]]\nrespond = {}\n",

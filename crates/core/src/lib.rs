@@ -7,6 +7,7 @@
 pub mod body;
 pub mod coding;
 pub mod error;
+pub mod file_bytes;
 pub mod uri_path;
 
 pub use body::Body;

@@ -30,6 +30,7 @@ pub mod proxy_protocol;
 pub mod rate_limit;
 pub mod responses;
 pub mod router;
+pub mod sendfile;
 pub mod server;
 pub mod target;
 pub mod tls;

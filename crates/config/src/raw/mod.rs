@@ -185,6 +185,7 @@ pub(crate) struct RawStatic {
     pub precompressed: Option<Spanned<BoolOrList>>,
     pub memory_cache: Option<Spanned<Scalar>>,
     pub memory_cache_recheck: Option<Spanned<Scalar>>,
+    pub sendfile: Option<bool>,
 }
 
 /// `respond = { ... }`

@@ -116,6 +116,7 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
         precompressed,
         memory_cache,
         memory_cache_recheck,
+        sendfile: raw.sendfile.unwrap_or(true),
     }))
 }
 

@@ -115,6 +115,9 @@ pub(crate) struct Cached {
     read_at: Instant,
     /// When (nanoseconds after `read_at`) the probes last found every path unchanged.
     checked: AtomicU64,
+    /// `contents` registered as the file's bytes while the entry lives, so a plain connection
+    /// sends them with `sendfile` (`sluice_core::file_bytes`).
+    _in_file: Option<sluice_core::file_bytes::Registration>,
 }
 
 /// A route's memory cache of small files.
@@ -199,7 +202,8 @@ impl FileCache {
 
     /// Keep what a lookup read whole (see [`super::resolve::OpenFile::prefetch`]): its `contents`, the
     /// `probes` that check it, described by `prepared`, as found at `read_at` (taken before the
-    /// lookup began).
+    /// lookup began); `file`, the opened file they were read from, is kept open to send them
+    /// from.
     pub(crate) fn insert(
         &self,
         key: Key,
@@ -207,13 +211,16 @@ impl FileCache {
         probes: Vec<Probe>,
         prepared: Prepared,
         read_at: Instant,
+        file: Option<std::fs::File>,
     ) -> Arc<Cached> {
+        let in_file = file.and_then(|file| sluice_core::file_bytes::register(&contents, file, 0));
         let entry = Arc::new(Cached {
             contents,
             prepared,
             probes,
             read_at,
             checked: AtomicU64::new(0),
+            _in_file: in_file,
         });
         self.entries.insert(key, entry.clone());
         entry
@@ -270,7 +277,7 @@ mod tests {
 
     fn insert(cache: &FileCache, key: Key, open: OpenFile, prepared: Prepared, at: Instant) {
         let contents = open.contents.unwrap_or_default();
-        cache.insert(key, contents, open.probes, prepared, at);
+        cache.insert(key, contents, open.probes, prepared, at, Some(open.file));
     }
 
     #[test]

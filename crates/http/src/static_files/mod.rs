@@ -100,6 +100,8 @@ struct Inner {
     sidecars: Vec<ContentCoding>,
     /// Small files kept in memory; `None` when the route turns it off.
     cache: Option<FileCache>,
+    /// Keep each cached file open and its bytes registered for `sendfile`.
+    sendfile: bool,
 }
 
 impl StaticFiles {
@@ -129,6 +131,7 @@ impl StaticFiles {
                 cache::REVALIDATE_AFTER,
                 cfg.memory_cache_recheck,
             ),
+            sendfile: cfg.sendfile,
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -238,7 +241,9 @@ impl StaticFiles {
                 path: raw.into(),
                 sidecars,
             };
-            let entry = cache.insert(key, contents.clone(), open.probes, prepared, read_at);
+            // Kept open and registered so plain connections `sendfile` it (`static.sendfile`).
+            let file = self.inner.sendfile.then_some(open.file);
+            let entry = cache.insert(key, contents.clone(), open.probes, prepared, read_at, file);
             return Ok(Some(Found::Cached(entry)));
         }
         let body = match open.contents {

@@ -95,6 +95,11 @@ impl<S> Prefixed<S> {
         }
     }
 
+    /// The socket itself (for writes that bypass the wrapper: `crate::sendfile`).
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
     /// Put `bytes` back in front of what is left to read: bytes a caller read ahead to decide
     /// something (the h2c preface) and that the protocol must still see.
     pub fn unread(&mut self, mut bytes: Vec<u8>) {

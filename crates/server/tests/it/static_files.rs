@@ -156,3 +156,60 @@ async fn symlink_out_of_the_root_is_not_followed() {
     assert_eq!(resp.status(), 404);
     assert!(!resp.text().await.unwrap().contains("TOP-SECRET"));
 }
+
+/// `static.sendfile`: a cached file goes to a plain HTTP/1.1 client with `sendfile` from the
+/// file itself, so a file edited in place while its entry is trusted (`memory_cache_recheck`)
+/// is sent with the file's bytes, as nginx's `sendfile` does; with `sendfile = false` the
+/// cached bytes are sent. (A hit is recognised by its unchanged ETag: a response after the
+/// entry was looked up again says nothing, and the next file is tried.)
+#[tokio::test]
+async fn sendfile_sends_a_cached_file_from_the_file_and_off_from_memory() {
+    use std::io::Write;
+
+    let temp = tempfile::tempdir().unwrap();
+    for dir in ["on", "off"] {
+        std::fs::create_dir(temp.path().join(dir)).unwrap();
+    }
+    let toml = r#"
+        [log]
+        access = "off"
+        [[listeners]]
+        address = "127.0.0.1:0"
+        [[routes]]
+        path_prefix = "/on/"
+        static = { root = "on", strip_prefix = true, memory_cache_recheck = "1s" }
+        [[routes]]
+        path_prefix = "/off/"
+        static = { root = "off", strip_prefix = true, memory_cache_recheck = "1s", sendfile = false }
+    "#;
+    let server = sluice_testkit::start_toml_in(temp.path(), toml).await;
+    let http = client(Offer::Http1);
+    const LEN: usize = 100_000;
+    for (dir, expected) in [("on", b'b'), ("off", b'a')] {
+        let mut hit = false;
+        for attempt in 0..5 {
+            let path = temp.path().join(dir).join(format!("f{attempt}.bin"));
+            std::fs::write(&path, vec![b'a'; LEN]).unwrap();
+            let url = server.url(&format!("/{dir}/f{attempt}.bin"));
+            let first = http.get(&url).send().await.unwrap();
+            let etag = first.headers()["etag"].clone();
+            assert_eq!(first.bytes().await.unwrap(), vec![b'a'; LEN]);
+            let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            file.write_all(&vec![b'b'; LEN]).unwrap();
+            drop(file);
+            let second = http.get(&url).send().await.unwrap();
+            let same_entry = second.headers()["etag"] == etag;
+            let body = second.bytes().await.unwrap();
+            assert_eq!(body.len(), LEN);
+            if same_entry {
+                assert!(body.iter().all(|&b| b == expected), "{dir}: wrong bytes");
+                hit = true;
+                break;
+            }
+        }
+        assert!(
+            hit,
+            "{dir}: no second request came within the 1 s recheck interval"
+        );
+    }
+}
