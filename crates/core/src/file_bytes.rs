@@ -38,6 +38,15 @@ static REGIONS: LazyLock<RwLock<BTreeMap<usize, Region>>> =
 /// How many regions are registered: no lock at all on writes while there are none.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
+/// Smaller bytes are not registered: one `writev` of head and body costs less than a
+/// `sendmsg` and a `sendfile` when the copy is this small.
+pub const MIN_LEN: usize = 16 * 1024;
+
+/// At most this many regions, each holding its file open: a bound on the descriptors the cache
+/// keeps (its byte budget alone would allow one per 16 KiB). Past it, bytes are written from
+/// memory.
+pub const MAX_REGIONS: usize = 1024;
+
 struct Region {
     /// Keeps the allocation alive (see the module docs); its length is the region's.
     bytes: Bytes,
@@ -60,9 +69,10 @@ pub struct Registration {
     start: usize,
 }
 
-/// Register `bytes`, which hold `file`'s contents from `offset` on. `None` for empty bytes.
+/// Register `bytes`, which hold `file`'s contents from `offset` on. `None` (and `file` closed)
+/// for bytes shorter than [`MIN_LEN`] or when [`MAX_REGIONS`] are registered.
 pub fn register(bytes: &Bytes, file: File, offset: u64) -> Option<Registration> {
-    if bytes.is_empty() {
+    if bytes.len() < MIN_LEN || COUNT.load(Ordering::Relaxed) >= MAX_REGIONS {
         return None;
     }
     let start = bytes.as_ptr() as usize;
@@ -141,8 +151,8 @@ mod tests {
 
     #[test]
     fn a_buffer_inside_a_registered_region_is_found_at_its_offset_until_dropped() {
-        let bytes = Bytes::from(b"0123456789".to_vec());
-        let registration = register(&bytes, file_with(b"0123456789"), 100).unwrap();
+        let bytes = Bytes::from(vec![7; MIN_LEN]);
+        let registration = register(&bytes, file_with(&bytes), 100).unwrap();
         let whole = find(&bytes).unwrap();
         assert_eq!(whole.offset, 100);
         let tail = bytes.slice(4..);
@@ -156,16 +166,18 @@ mod tests {
 
     #[test]
     fn buffers_elsewhere_or_reaching_past_the_region_are_not_found() {
-        let backing = Bytes::from(b"abcdefghij".to_vec());
-        let registered = backing.slice(2..6);
-        let _registration = register(&registered, file_with(b"cdef"), 0).unwrap();
+        let backing = Bytes::from(vec![1; MIN_LEN + 8]);
+        let registered = backing.slice(2..MIN_LEN + 6);
+        let _registration = register(&registered, file_with(&registered), 0).unwrap();
         // Starts before the region, ends after it, or is another allocation with equal bytes.
         assert!(find(&backing).is_none());
         assert!(find(&backing.slice(0..4)).is_none());
-        assert!(find(&backing.slice(4..8)).is_none());
-        assert!(find(b"cdef").is_none());
-        assert!(find(&backing.slice(3..5)).is_some());
+        assert!(find(&backing.slice(MIN_LEN..MIN_LEN + 8)).is_none());
+        assert!(find(&registered.to_vec()).is_none());
+        assert_eq!(find(&backing.slice(3..5)).unwrap().offset, 1);
         assert!(find(&[]).is_none());
-        assert!(register(&Bytes::new(), file_with(b""), 0).is_none());
+        // Too small to be worth a sendfile.
+        let small = Bytes::from(vec![2; MIN_LEN - 1]);
+        assert!(register(&small, file_with(&small), 0).is_none());
     }
 }
