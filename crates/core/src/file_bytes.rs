@@ -173,7 +173,8 @@ mod tests {
         assert!(find(&backing).is_none());
         assert!(find(&backing.slice(0..4)).is_none());
         assert!(find(&backing.slice(MIN_LEN..MIN_LEN + 8)).is_none());
-        assert!(find(&registered.to_vec()).is_none());
+        let equal_elsewhere: Vec<u8> = registered.to_vec();
+        assert!(find(&equal_elsewhere).is_none());
         assert_eq!(find(&backing.slice(3..5)).unwrap().offset, 1);
         assert!(find(&[]).is_none());
         // Too small to be worth a sendfile.
