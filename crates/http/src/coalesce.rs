@@ -14,11 +14,12 @@
 //! holding what it has, so the connection has nothing new to write) and asks again, up to
 //! [`PRODUCER_TURNS`] times: a producer that already has the bytes (the upstream connection's
 //! task with a full read buffer) hands over the next frame in those turns. Only when the inner
-//! body is still not ready after them — the upstream really paused — or when [`RUN`] bytes are
-//! held, are the held frames
-//! released, one after another without a `Pending` between them, so hyper writes them in one
-//! `writev`. Nothing waits on a timer: a paused stream (server-sent events, seed 005) is
-//! delivered two scheduler turns after its last frame.
+//! body is still not ready after them — the upstream really paused —, when [`RUN`] bytes are
+//! held, or when the run has taken [`RUN_TURNS`] turns in all, are the held frames released,
+//! one after another without a `Pending` between them, so hyper writes them in one `writev`.
+//! Nothing waits on a timer: a paused stream is delivered two scheduler turns after its last
+//! frame. Streams of events (server-sent events, seed 005; gRPC) are not wrapped at all: each
+//! message is meant to leave as it comes (`in_runs` in the server's pipeline).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -32,6 +33,12 @@ use http_body::{Body, Frame, SizeHint};
 /// its read buffer, hands over one frame per two turns (measured on the lab's 131 MB stream:
 /// with one turn no frame was ever gathered, with two every frame was).
 pub const PRODUCER_TURNS: u8 = 2;
+
+/// Turns of the scheduler a run may take in all, however often frames keep coming: on a busy
+/// worker a turn can take milliseconds, and a stream of small frames that arrive a little
+/// faster than two turns apart must not be held until [`RUN`] bytes (measured in review: a
+/// 98-byte event every 3 ms under load waited 70–500 ms without this bound).
+pub const RUN_TURNS: u8 = 8;
 
 /// Bytes held before they are released regardless of the inner body: HAProxy's default buffer
 /// size, and about what one `writev` of hyper's (16 buffers) carries in 16 KiB chunks.
@@ -49,6 +56,8 @@ pin_project_lite::pin_project! {
         releasing: bool,
         // Turns of the scheduler given since the last frame arrived.
         yielded: u8,
+        // Turns given since the run began (its first frame was held).
+        run_turns: u8,
         // The inner body ended (its end is delivered after the held frames).
         ended: bool,
         // The inner body failed (the error is delivered after the held frames).
@@ -64,6 +73,7 @@ impl<B: Body> Coalesce<B> {
             held_bytes: 0,
             releasing: false,
             yielded: 0,
+            run_turns: 0,
             ended: false,
             error: None,
         }
@@ -91,6 +101,7 @@ where
                     return Poll::Ready(Some(Ok(frame)));
                 }
                 *this.releasing = false;
+                *this.run_turns = 0;
                 if let Some(err) = this.error.take() {
                     *this.ended = true;
                     return Poll::Ready(Some(Err(err)));
@@ -115,7 +126,9 @@ where
                 Poll::Ready(Some(Err(err))) => *this.error = Some(err),
                 Poll::Ready(None) => *this.ended = true,
                 Poll::Pending if this.held.is_empty() => return Poll::Pending,
-                Poll::Pending if *this.yielded >= PRODUCER_TURNS => {
+                Poll::Pending
+                    if *this.yielded >= PRODUCER_TURNS || *this.run_turns >= RUN_TURNS =>
+                {
                     // Still nothing after the producer's turns: the inner body paused, so
                     // what is held goes out now.
                     *this.releasing = true;
@@ -124,6 +137,7 @@ where
                 Poll::Pending => {
                     // Give the producer a turn (the inner body's waker is registered too).
                     *this.yielded += 1;
+                    *this.run_turns += 1;
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }

@@ -256,8 +256,8 @@ async fn serve_stream(
             Some(Sniffed::BrokenPreface) => return Box::pin(h2c::refuse(stream)).await,
             None => return,
         };
-        // Cleartext: cached static files go out with sendfile (`crate::sendfile`).
-        let stream = crate::sendfile::FileWrites::new(stream);
+        // Cleartext HTTP/1.1: cached static files go out with sendfile (`crate::sendfile`).
+        let stream = crate::sendfile::FileWrites::new(stream, proto == Proto::Http1);
         let io = ClientIo::new(stream, state.clone(), Some(task.limits.header_read_timeout));
         // Boxed, here and below: a task's future is as large as its largest state, and the TLS
         // and HTTP/2 ones are kilobytes that a plain HTTP/1.1 connection would carry for its

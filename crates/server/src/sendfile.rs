@@ -6,11 +6,14 @@
 //! (`sluice_core::file_bytes`, which says why that is sound and what may differ), the buffers
 //! before it (the head) go with `sendmsg(MSG_MORE)`, so the kernel holds them for the file's
 //! bytes, and the file's part with `sendfile`, which hands the page cache's pages to the socket
-//! without a copy: what nginx's `sendfile on; tcp_nopush on;` does. Anything else, and any
-//! `sendfile` the kernel refuses or cuts short at the file's end, is written from memory.
+//! without a copy: what nginx's `sendfile on; tcp_nopush on;` does. Each such write first checks
+//! (one `fstat`) that the file is the version that was cached; a changed file's bytes, and any
+//! `sendfile` the kernel refuses, are written from memory, the cached version the response's
+//! headers describe. A `sendfile` cut short by a file that shrank after that check closes the
+//! connection (see `sluice_core::file_bytes`).
 //!
-//! TLS connections encrypt in user space, and HTTP/2 frames its data into its own buffer: their
-//! writes never find a registered buffer, so they are written as before.
+//! Only HTTP/1.1 connections look: TLS encrypts in user space, and HTTP/2 (h2c) writes its
+//! frames' heads apart from their data, which would make two system calls of each frame.
 
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
@@ -28,11 +31,13 @@ use crate::proxy_protocol::Prefixed;
 #[derive(Debug)]
 pub struct FileWrites {
     inner: Prefixed<TcpStream>,
+    /// Look for file bytes at all (HTTP/1.1); otherwise every write goes straight through.
+    enabled: bool,
 }
 
 impl FileWrites {
-    pub fn new(inner: Prefixed<TcpStream>) -> Self {
-        Self { inner }
+    pub fn new(inner: Prefixed<TcpStream>, enabled: bool) -> Self {
+        Self { inner, enabled }
     }
 
     /// `sendmsg` of `bufs` with `MSG_MORE`, without waiting.
@@ -79,13 +84,18 @@ impl AsyncWrite for FileWrites {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let found = bufs
-            .iter()
-            .enumerate()
-            .find_map(|(i, buf)| file_bytes::find(buf).map(|at| (i, at)));
-        let Some((index, at)) = found else {
+        let found = self.enabled.then(|| {
+            bufs.iter()
+                .enumerate()
+                .find_map(|(i, buf)| file_bytes::find(buf).map(|at| (i, at)))
+        });
+        let Some((index, at)) = found.flatten() else {
             return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         };
+        if !at.unchanged() {
+            // Changed since it was cached: the cached bytes, which the headers describe.
+            return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        }
         let len = bufs[index].len();
         if index > 0 {
             // The head first, held back by the kernel until the file's bytes follow it.
@@ -101,23 +111,30 @@ impl AsyncWrite for FileWrites {
             if sent < head_len {
                 return Poll::Ready(Ok(sent));
             }
-            // The file's part only if the socket takes it now: bytes were written already.
+            // The file's part only if the socket takes it now: bytes were written already. Any
+            // failure here leaves it to the next write, which checks the file again.
             return Poll::Ready(Ok(sent + self.try_send_file(&at, len).unwrap_or(0)));
         }
         loop {
             ready!(self.inner.get_ref().poll_write_ready(cx))?;
             match self.try_send_file(&at, len) {
-                Ok(0) => break,
+                // The file shrank between the check and the send: its bytes no longer match
+                // the response's length, and bytes of it may be on the wire already.
+                Ok(0) => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "a cached file was cut short while it was being sent",
+                    )));
+                }
                 Ok(sent) => return Poll::Ready(Ok(sent)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => {
+                    // The file is unchanged, so its cached bytes are the same bytes.
                     tracing::debug!("sendfile refused ({e}); writing from memory");
-                    break;
+                    return Pin::new(&mut self.inner).poll_write_vectored(cx, &bufs[index..]);
                 }
             }
         }
-        // The file ends early (it shrank) or the kernel refused: the bytes are in memory too.
-        Pin::new(&mut self.inner).poll_write_vectored(cx, &bufs[index..])
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -157,11 +174,11 @@ mod tests {
     const LEN: usize = 200 * 1024;
 
     /// A connected pair on loopback: the writer wrapped as a client connection is.
-    async fn pair() -> (FileWrites, TcpStream) {
+    async fn pair(enabled: bool) -> (FileWrites, TcpStream) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let connect = TcpStream::connect(listener.local_addr().unwrap());
         let (client, accepted) = tokio::join!(connect, listener.accept());
-        let server = FileWrites::new(Prefixed::plain(accepted.unwrap().0));
+        let server = FileWrites::new(Prefixed::plain(accepted.unwrap().0), enabled);
         (server, client.unwrap())
     }
 
@@ -202,8 +219,8 @@ mod tests {
         file.write_all(&vec![fill; LEN]).unwrap();
     }
 
-    async fn exchange(parts: Vec<Bytes>) -> Vec<u8> {
-        let (mut server, mut client) = pair().await;
+    async fn exchange(parts: Vec<Bytes>, enabled: bool) -> Vec<u8> {
+        let (mut server, mut client) = pair(enabled).await;
         let read = async {
             let mut got = Vec::new();
             client.read_to_end(&mut got).await.unwrap();
@@ -213,48 +230,60 @@ mod tests {
         got
     }
 
+    /// Register `contents` as the bytes of `file` as the file is now.
+    fn register(contents: &Bytes, file: std::fs::File) -> file_bytes::Registration {
+        let stamp = file_bytes::Stamp::of(&file.metadata().unwrap());
+        file_bytes::register(contents, file, 0, stamp).unwrap()
+    }
+
+    fn all(bytes: &[u8], fill: u8) -> bool {
+        bytes.iter().all(|&b| b == fill)
+    }
+
     #[tokio::test]
     async fn registered_bytes_are_sent_from_the_file_between_bytes_from_memory() {
-        let (file, contents) = file_of(b'a');
-        let mut writer = file.try_clone().unwrap();
-        let _registration = file_bytes::register(&contents, file, 0).unwrap();
-        // Edited in place after it was cached: bytes that could only have come from the file.
-        rewrite(&mut writer, b'b');
+        // The memory says `a`, the file (registered as it is) says `b`: only a send from the
+        // file puts `b` on the wire.
+        let (file, _) = file_of(b'b');
+        let contents = Bytes::from(vec![b'a'; LEN]);
+        let _registration = register(&contents, file);
         let parts = vec![
             Bytes::from_static(b"HEAD"),
             contents.slice(1000..),
             Bytes::from_static(b"TAIL"),
         ];
-        let got = exchange(parts).await;
+        let got = exchange(parts, true).await;
         assert_eq!(&got[..4], b"HEAD");
         assert_eq!(got.len(), 8 + LEN - 1000);
-        assert!(got[4..4 + LEN - 1000].iter().all(|&b| b == b'b'));
+        assert!(all(&got[4..4 + LEN - 1000], b'b'));
         assert_eq!(&got[4 + LEN - 1000..], b"TAIL");
+        // Off (an HTTP/2 connection), the same write goes from memory.
+        let got = exchange(vec![Bytes::from_static(b"HEAD"), contents.clone()], false).await;
+        assert!(all(&got[4..], b'a'));
     }
 
     #[tokio::test]
-    async fn a_file_cut_short_is_completed_from_memory() {
+    async fn a_file_changed_since_it_was_cached_is_sent_as_cached() {
         let (file, contents) = file_of(b'c');
-        let writer = file.try_clone().unwrap();
-        let _registration = file_bytes::register(&contents, file, 0).unwrap();
-        writer.set_len((LEN / 2) as u64).unwrap();
-        let got = exchange(vec![Bytes::from_static(b"HEAD"), contents.clone()]).await;
+        let mut writer = file.try_clone().unwrap();
+        let _registration = register(&contents, file);
+        rewrite(&mut writer, b'x');
+        let got = exchange(vec![Bytes::from_static(b"HEAD"), contents.clone()], true).await;
         assert_eq!(got.len(), 4 + LEN);
-        assert!(got[4..].iter().all(|&b| b == b'c'));
+        assert!(all(&got[4..], b'c'), "edited in place: the cached bytes");
+        writer.set_len((LEN / 2) as u64).unwrap();
+        let got = exchange(vec![contents.clone()], true).await;
+        assert_eq!(got.len(), LEN);
+        assert!(all(&got, b'c'), "cut short: the cached bytes");
     }
 
     #[tokio::test]
     async fn unregistered_bytes_are_written_from_memory() {
-        let (file, contents) = file_of(b'd');
-        let mut writer = file.try_clone().unwrap();
-        let registration = file_bytes::register(&contents, file, 0).unwrap();
-        drop(registration);
-        rewrite(&mut writer, b'e');
-        let got = exchange(vec![Bytes::from_static(b"HEAD"), contents.clone()]).await;
+        let (file, _) = file_of(b'e');
+        let contents = Bytes::from(vec![b'd'; LEN]);
+        drop(register(&contents, file));
+        let got = exchange(vec![Bytes::from_static(b"HEAD"), contents.clone()], true).await;
         assert_eq!(got.len(), 4 + LEN);
-        assert!(
-            got[4..].iter().all(|&b| b == b'd'),
-            "the cached bytes, not the file's"
-        );
+        assert!(all(&got[4..], b'd'));
     }
 }

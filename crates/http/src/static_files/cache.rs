@@ -202,8 +202,8 @@ impl FileCache {
 
     /// Keep what a lookup read whole (see [`super::resolve::OpenFile::prefetch`]): its `contents`, the
     /// `probes` that check it, described by `prepared`, as found at `read_at` (taken before the
-    /// lookup began); `file`, the opened file they were read from, is kept open to send them
-    /// from.
+    /// lookup began); `file`, the opened file they were read from and its version then, is
+    /// kept open to send them from.
     pub(crate) fn insert(
         &self,
         key: Key,
@@ -211,9 +211,10 @@ impl FileCache {
         probes: Vec<Probe>,
         prepared: Prepared,
         read_at: Instant,
-        file: Option<std::fs::File>,
+        file: Option<(std::fs::File, super::resolve::FileStamp)>,
     ) -> Arc<Cached> {
-        let in_file = file.and_then(|file| sluice_core::file_bytes::register(&contents, file, 0));
+        let in_file = file
+            .and_then(|(file, stamp)| sluice_core::file_bytes::register(&contents, file, 0, stamp));
         let entry = Arc::new(Cached {
             contents,
             prepared,
@@ -277,7 +278,14 @@ mod tests {
 
     fn insert(cache: &FileCache, key: Key, open: OpenFile, prepared: Prepared, at: Instant) {
         let contents = open.contents.unwrap_or_default();
-        cache.insert(key, contents, open.probes, prepared, at, Some(open.file));
+        cache.insert(
+            key,
+            contents,
+            open.probes,
+            prepared,
+            at,
+            Some((open.file, open.stamp)),
+        );
     }
 
     #[test]

@@ -242,7 +242,7 @@ impl StaticFiles {
                 sidecars,
             };
             // Kept open and registered so plain connections `sendfile` it (`static.sendfile`).
-            let file = self.inner.sendfile.then_some(open.file);
+            let file = self.inner.sendfile.then_some((open.file, open.stamp));
             let entry = cache.insert(key, contents.clone(), open.probes, prepared, read_at, file);
             return Ok(Some(Found::Cached(entry)));
         }
@@ -264,7 +264,7 @@ enum Found {
 /// The identity a file's own bytes carry to compression; a sidecar is encoded already.
 fn content_id(encoding: ContentCoding, stamp: &FileStamp) -> Option<ContentId> {
     match encoding {
-        ContentCoding::Identity => stamp.content_id(),
+        ContentCoding::Identity => resolve::content_id_of(stamp),
         _ => None,
     }
 }

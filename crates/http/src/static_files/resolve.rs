@@ -100,60 +100,12 @@ impl Probe {
     }
 }
 
-/// What identifies one version of a file without reading it: device and inode (a file replaced
-/// by `rename`, as deploys do, has a new one), size, and modification and change times to the
-/// nanosecond (an edit in place changes both; `ctime` cannot be set back by `touch -d`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileStamp {
-    dev: u64,
-    ino: u64,
-    len: u64,
-    modified: Option<SystemTime>,
-    changed: (i64, i64),
-}
+/// A file version's identity (`sluice_core::file_bytes::Stamp`, which sendfile checks too).
+pub(crate) use sluice_core::file_bytes::Stamp as FileStamp;
 
-impl FileStamp {
-    /// This version's identity for compressed variants kept in memory (see [`ContentId`]).
-    /// `None` where the platform gives no inode and change time (not Unix): size and mtime
-    /// alone would let two files of one size and mtime share their variants.
-    pub(crate) fn content_id(&self) -> Option<ContentId> {
-        if !cfg!(unix) {
-            return None;
-        }
-        let (secs, nanos) = self
-            .modified
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or((u64::MAX, u64::MAX), |d| {
-                (d.as_secs(), u64::from(d.subsec_nanos()))
-            });
-        let (changed_secs, changed_nanos) = self.changed;
-        Some(ContentId([
-            self.dev,
-            self.ino,
-            self.len,
-            secs,
-            nanos,
-            u64::from_ne_bytes(changed_secs.to_ne_bytes()),
-            u64::from_ne_bytes(changed_nanos.to_ne_bytes()),
-        ]))
-    }
-
-    pub(crate) fn of(meta: &Metadata) -> Self {
-        #[cfg(unix)]
-        let (dev, ino, changed) = {
-            use std::os::unix::fs::MetadataExt;
-            (meta.dev(), meta.ino(), (meta.ctime(), meta.ctime_nsec()))
-        };
-        #[cfg(not(unix))]
-        let (dev, ino, changed) = (0, 0, (0, 0));
-        Self {
-            dev,
-            ino,
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            changed,
-        }
-    }
+/// This version's identity for compressed variants kept in memory (see [`ContentId`]).
+pub(crate) fn content_id_of(stamp: &FileStamp) -> Option<ContentId> {
+    stamp.words().map(ContentId)
 }
 
 impl OpenFile {
