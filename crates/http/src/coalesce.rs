@@ -241,6 +241,31 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn a_run_of_small_frames_ends_after_its_turns_not_at_64_kib() {
+        let (tx, body) = channel_body();
+        tokio::spawn(async move {
+            for i in 0..200u8 {
+                tx.send(Ok(data(i, 100))).await.unwrap();
+            }
+        });
+        let runs = runs(Coalesce::new(body)).await;
+        let longest = runs.iter().map(Vec::len).max().unwrap();
+        // One frame per turn at most, so a run holds at most RUN_TURNS + 1 frames: a fraction
+        // of the 656 that 64 KiB of 100-byte frames would be.
+        assert!(
+            longest <= usize::from(RUN_TURNS) + 1,
+            "a run of {longest} frames"
+        );
+        assert!(longest > 1, "small frames were not gathered at all");
+        let fills: Vec<u8> = runs
+            .iter()
+            .flatten()
+            .map(|f| f.data_ref().unwrap()[0])
+            .collect();
+        assert_eq!(fills, (0..200).collect::<Vec<u8>>());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn a_frame_before_a_pause_is_released_without_waiting_for_more() {
         let (tx, body) = channel_body();
         let (next_tx, mut next_rx) = mpsc::channel::<()>(1);
