@@ -379,3 +379,50 @@ fn error_response(err: &Error, method: &http::Method, uri: &http::Uri) -> Respon
     }
     responses::error_page(status, Some(err.message()))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use http::Request;
+    use hyper::body::Incoming;
+    use sluice_core::Body;
+
+    use super::Pipeline;
+    use crate::client::Client;
+    use crate::context::RequestContext;
+    use crate::proxy::{ProxyHandler, UpstreamTiming};
+    use crate::router::CompiledRoute;
+
+    /// The size of the future `f` returns, without making one.
+    fn future_size<'a, S: 'a, A, B, F: Future>(_: impl Fn(&'a S, A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn future_size3<'a, S: 'a, A, B, C, F: Future>(_: impl Fn(&'a S, A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Prints the sizes of a request's largest futures, which are copied whole when they are
+    /// created and moved (`docs/performance.md`, "User space per proxied request"). Measured in
+    /// a release build, where they differ from a debug one:
+    /// `cargo test --release -p sluice --lib future_sizes -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "prints sizes for docs/performance.md; asserts nothing"]
+    fn future_sizes() {
+        let handle = future_size::<Pipeline, Client, Request<Incoming>, _>(Pipeline::handle);
+        let proxy = future_size3::<ProxyHandler, Client, Request<Body>, &mut UpstreamTiming, _>(
+            ProxyHandler::handle,
+        );
+        let action = future_size3::<
+            Pipeline,
+            &mut RequestContext<'_>,
+            &CompiledRoute,
+            Request<Incoming>,
+            _,
+        >(Pipeline::action);
+        println!(
+            "Pipeline::handle {handle} B, Pipeline::action {action} B, ProxyHandler::handle {proxy} B"
+        );
+    }
+}
