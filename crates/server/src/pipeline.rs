@@ -207,9 +207,10 @@ impl Pipeline {
         if let (Some(ticket), Some(cache)) = (&ctx.ticket, &route.cache) {
             req = cache.upstream_request(ticket, req, route.compression.as_ref());
         }
-        // Boxed: moved as a pointer from here on instead of copied whole into this future and
-        // the pipeline's (measured: `docs/performance.md`, "User space per proxied request").
-        let proxied = Box::pin(proxy.handle(ctx.client, req, &mut ctx.upstream));
+        // Not boxed: a box of this size takes mimalloc's slow aligned path, which cost more
+        // instructions than the copies it saves (`docs/performance.md`, "User space per
+        // proxied request").
+        let proxied = proxy.handle(ctx.client, req, &mut ctx.upstream);
         Either::Left(proxied.map(move |acted| (acted.map_err(|err| (err, uri)), None)))
     }
 
