@@ -41,7 +41,8 @@ pub struct RequestContext<'r> {
     /// What the response cache did with the request, on routes with a cache.
     pub cache: Option<CacheStatus>,
     /// A cache miss or revalidation on its way upstream: what the response phase must store.
-    pub ticket: Option<crate::cache::Ticket>,
+    /// Boxed: it is large and only cached routes have one.
+    pub ticket: Option<Box<crate::cache::Ticket>>,
     /// What the proxy measured of the upstream, on proxy routes.
     pub upstream: UpstreamTiming,
     /// Request body bytes read so far, when the request's body was forwarded.

@@ -24,7 +24,7 @@ pub struct Observer {
     pub status: StatusCode,
     /// Request body bytes read so far, when the request had a body that was forwarded.
     pub bytes_in: Option<Arc<AtomicU64>>,
-    pub log: Option<(Entry, Arc<AccessLogger>)>,
+    pub log: Option<(Box<Entry>, Arc<AccessLogger>)>,
 }
 
 impl Observer {

@@ -23,8 +23,11 @@
 //! nothing below this module writes an error page itself.
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
+use std::future::Future;
 use std::sync::Arc;
 
+use futures_util::FutureExt as _;
+use futures_util::future::Either;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body as _;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -73,21 +76,32 @@ type Acted = Result<Response<Body>, (Error, http::Uri)>;
 
 impl Pipeline {
     /// Handle one request. Never fails: errors are responses.
-    pub async fn handle(&self, client: Client, mut req: Request<Incoming>) -> Response<Body> {
+    ///
+    /// A plain function around an `async` block rather than an `async fn`: an `async fn` keeps
+    /// its arguments in its future for its whole life beside the locals moved out of them, and
+    /// this future is copied whole where the connection boxes it (`docs/performance.md`, "User
+    /// space per proxied request").
+    pub fn handle(
+        &self,
+        client: Client,
+        mut req: Request<Incoming>,
+    ) -> impl Future<Output = Response<Body>> + Send + '_ {
         let client = client.resolve(&self.trusted_proxies, req.headers());
         let mut ctx = RequestContext::new(client, &req);
         let entry = self.log_entry(&ctx, &req);
         let version = req.version();
-        let (acted, unread) = match self.request_phase(&mut ctx, &mut req).await {
-            Next::Action(route) => self.action(&mut ctx, route, req).await,
-            Next::Answered(response) => (Ok(response), Some(req.into_body())),
-        };
-        let response = self.response_phase(&mut ctx, acted).await;
-        let response = self.observe(ctx, entry, response);
-        // After observe: the log and the metrics time the response, not the client's upload.
-        match unread {
-            Some(body) => unread_body::read_before_end(response, version, body),
-            None => response,
+        async move {
+            let (acted, unread) = match self.request_phase(&mut ctx, &mut req).await {
+                Next::Action(route) => self.action(&mut ctx, route, req).await,
+                Next::Answered(response) => (Ok(response), Some(req.into_body())),
+            };
+            let response = self.response_phase(&mut ctx, acted).await;
+            let response = self.observe(ctx, entry, response);
+            // After observe: the log and the metrics time the response, not the client's upload.
+            match unread {
+                Some(body) => unread_body::read_before_end(response, version, body),
+                None => response,
+            }
         }
     }
 
@@ -161,7 +175,8 @@ impl Pipeline {
                     ctx.cache = outcome.status;
                     return Next::Answered(outcome.response);
                 }
-                Lookup::Upstream(ticket) => ctx.ticket = Some(ticket),
+                // Boxed: a ticket is 320 bytes, which every request's future would carry.
+                Lookup::Upstream(ticket) => ctx.ticket = Some(Box::new(ticket)),
             }
         }
         Next::Action(route)
@@ -172,12 +187,40 @@ impl Pipeline {
     /// (its own GET for a miss or a revalidation) instead of the client's request. Hands back
     /// the request body when the handler did not read it (all but the proxy), for
     /// [`unread_body`].
-    async fn action(
-        &self,
-        ctx: &mut RequestContext<'_>,
-        route: &CompiledRoute,
+    ///
+    /// Not an `async fn`, for the proxy's sake: its request is prepared here and handed to the
+    /// proxy's future at once, so this future holds that one and the URI, not the request a
+    /// second time beside it (`docs/performance.md`, "User space per proxied request").
+    fn action<'a>(
+        &'a self,
+        ctx: &'a mut RequestContext<'_>,
+        route: &'a CompiledRoute,
         req: Request<Incoming>,
-    ) -> (Acted, Option<Incoming>) {
+    ) -> impl Future<Output = (Acted, Option<Incoming>)> + Send + 'a {
+        let Handler::Proxy(proxy) = &route.handler else {
+            return Either::Right(Self::serve(route, req));
+        };
+        let (parts, body) = req.into_parts();
+        let (body, counter) = observe::counted_request_body(body);
+        ctx.bytes_in = counter;
+        let body =
+            crate::limits::limit_body(body, &route.config.body, ctx.start, &self.limits.metrics);
+        // Kept for the error's log line: the proxy consumes the request.
+        let uri = parts.uri.clone();
+        let mut req = Request::from_parts(parts, body);
+        if let (Some(ticket), Some(cache)) = (&ctx.ticket, &route.cache) {
+            req = cache.upstream_request(ticket, req, route.compression.as_ref());
+        }
+        // Not boxed: a box of this size takes mimalloc's slow aligned path, which cost more
+        // instructions than the copies it saves (`docs/performance.md`, "User space per
+        // proxied request").
+        let proxied = proxy.handle(ctx.client, req, &mut ctx.upstream);
+        Either::Left(proxied.map(move |acted| (acted.map_err(|err| (err, uri)), None)))
+    }
+
+    /// The actions that answer from the server itself: static files, a fixed response, a
+    /// redirect. The request's body stays unread.
+    async fn serve(route: &CompiledRoute, req: Request<Incoming>) -> (Acted, Option<Incoming>) {
         let acted = match &route.handler {
             Handler::Static(files) => files
                 .serve(req.method(), req.uri(), req.headers())
@@ -189,28 +232,15 @@ impl Pipeline {
                 req.uri(),
                 request_host(&req).as_deref(),
             )),
-            Handler::Proxy(proxy) => {
-                let (parts, body) = req.into_parts();
-                let (body, counter) = observe::counted_request_body(body);
-                ctx.bytes_in = counter;
-                let body = crate::limits::limit_body(
-                    body,
-                    &route.config.body,
-                    ctx.start,
-                    &self.limits.metrics,
-                );
-                // Kept for the error's log line: the proxy consumes the request.
-                let uri = parts.uri.clone();
-                let mut req = Request::from_parts(parts, body);
-                if let (Some(ticket), Some(cache)) = (&ctx.ticket, &route.cache) {
-                    req = cache.upstream_request(ticket, req, route.compression.as_ref());
-                }
-                let acted = proxy
-                    .handle(ctx.client, req, &mut ctx.upstream)
-                    .await
-                    .map_err(|err| (err, uri));
-                return (acted, None);
-            }
+            // (`action` sends proxy routes to the proxy, never here.)
+            Handler::Proxy(_) => Err((
+                Error::new(
+                    sluice_core::ErrorKind::Io,
+                    Side::Internal,
+                    "a proxy route reached the server's own actions",
+                ),
+                req.uri().clone(),
+            )),
         };
         (acted, Some(req.into_body()))
     }
@@ -238,7 +268,7 @@ impl Pipeline {
                     None => crate::cache::unreachable_forward(),
                 };
                 let completed = Box::pin(cache.complete(
-                    ticket,
+                    *ticket,
                     acted.map_err(|(err, _)| err),
                     compression,
                     forward,
@@ -282,16 +312,17 @@ impl Pipeline {
 
     /// The access-log entry, started when the request arrives (its time is the arrival's);
     /// `None` when the log is off, so nothing of it is built.
-    fn log_entry(&self, ctx: &RequestContext<'_>, req: &Request<Incoming>) -> Option<Entry> {
+    /// Boxed: an entry is 344 bytes, which every request's future would carry with the log off.
+    fn log_entry(&self, ctx: &RequestContext<'_>, req: &Request<Incoming>) -> Option<Box<Entry>> {
         self.access_log.as_ref()?;
-        Some(Entry::new(
+        Some(Box::new(Entry::new(
             std::net::SocketAddr::new(ctx.client.ip, ctx.client.remote.port()),
             ctx.start,
             req.method(),
             req.uri(),
             req.version(),
             req.headers(),
-        ))
+        )))
     }
 
     /// Observe: the route's metrics and the access-log line, written when the response body
@@ -300,7 +331,7 @@ impl Pipeline {
     fn observe(
         &self,
         ctx: RequestContext<'_>,
-        entry: Option<Entry>,
+        entry: Option<Box<Entry>>,
         response: Response<Body>,
     ) -> Response<Body> {
         let status = response.status();
@@ -388,4 +419,51 @@ fn error_response(err: &Error, method: &http::Method, uri: &http::Uri) -> Respon
         _ => tracing::debug!(%status, %method, %uri, "{err}"),
     }
     responses::error_page(status, Some(err.message()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use http::Request;
+    use hyper::body::Incoming;
+    use sluice_core::Body;
+
+    use super::Pipeline;
+    use crate::client::Client;
+    use crate::context::RequestContext;
+    use crate::proxy::{ProxyHandler, UpstreamTiming};
+    use crate::router::CompiledRoute;
+
+    /// The size of the future `f` returns, without making one.
+    fn future_size<'a, S: 'a, A, B, F: Future>(_: impl Fn(&'a S, A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn future_size3<'a, S: 'a, A, B, C, F: Future>(_: impl Fn(&'a S, A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Prints the sizes of a request's largest futures, which are copied whole when they are
+    /// created and moved (`docs/performance.md`, "User space per proxied request"). Measured in
+    /// a release build, where they differ from a debug one:
+    /// `cargo test --release -p sluice --lib future_sizes -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "prints sizes for docs/performance.md; asserts nothing"]
+    fn future_sizes() {
+        let handle = future_size::<Pipeline, Client, Request<Incoming>, _>(Pipeline::handle);
+        let proxy = future_size3::<ProxyHandler, Client, Request<Body>, &mut UpstreamTiming, _>(
+            ProxyHandler::handle,
+        );
+        let action = future_size3::<
+            Pipeline,
+            &mut RequestContext<'_>,
+            &CompiledRoute,
+            Request<Incoming>,
+            _,
+        >(Pipeline::action);
+        println!(
+            "Pipeline::handle {handle} B, Pipeline::action {action} B, ProxyHandler::handle {proxy} B"
+        );
+    }
 }

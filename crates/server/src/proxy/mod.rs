@@ -16,6 +16,7 @@
 //! bounds every pause: the client's (408) and the upstream's, when it stops reading (504).
 
 mod admit;
+mod attempt;
 mod body;
 mod rewrite;
 #[cfg(test)]
@@ -32,16 +33,13 @@ use hyper::body::Incoming;
 use sluice_config::{HostHeader, Proxy, Upstream, UpstreamAddress};
 use sluice_core::{Body, Error, ErrorKind, Side};
 use sluice_http::decompress;
-use sluice_http::headers::{self, Hop};
+use sluice_http::headers;
 use sluice_upstream::client::{UpstreamClient, on_reused_connection};
 use sluice_upstream::health::active::address_label;
-use sluice_upstream::proxy_protocol::ClientAddresses;
 use sluice_upstream::tls::tls_failure;
 use sluice_upstream::{Group, InFlight, PickContext};
 
-use body::{
-    BodyErrorReport, CountedDecode, IdleTimeout, Peeked, SlotBody, Stalled, Upload, UploadProgress,
-};
+use body::{BodyErrorReport, CountedDecode, IdleTimeout, Peeked, Stalled, Upload};
 use upgrade::Prepared;
 
 use crate::client::Client;
@@ -118,269 +116,202 @@ impl ProxyHandler {
 
     /// Forward `req`, noting in `timing` how long the upstream took; errors are for the pipeline
     /// to turn into 502/504.
-    pub async fn handle(
-        &self,
+    ///
+    /// A plain function around an `async` block rather than an `async fn`: an `async fn` keeps
+    /// its arguments in its future for its whole life (264 bytes of request here) beside the
+    /// parts taken out of them, and the pipeline's future, which holds this one, is copied
+    /// whole when it is created (`docs/performance.md`, "User space per proxied request").
+    pub fn handle<'a>(
+        &'a self,
         client: Client,
         req: Request<Body>,
-        timing: &mut UpstreamTiming,
-    ) -> Result<Response<Body>, Error> {
-        let started = Instant::now();
+        timing: &'a mut UpstreamTiming,
+    ) -> impl Future<Output = Result<Response<Body>, Error>> + Send + 'a {
         let (mut parts, mut body) = req.into_parts();
-        let mut switch = match upgrade::prepare(
-            &mut parts,
-            &self.route.upgrade.protocols,
-            !self.upstream.http2,
-        ) {
-            Prepared::Ordinary => None,
-            Prepared::Switch(switch) => Some(switch),
-            Prepared::Refused(response) => return Ok(response),
-        };
-        if matches!(body, Body::Stream(_)) && body.size_hint().exact().is_none() {
-            body = self.settle_empty(&parts.method, body).await?;
-        }
-        if let Some(limits) = self.route.decompress_requests {
-            match self.decompressed(&mut parts.headers, body, limits) {
-                Ok(decoded) => body = decoded,
-                Err(refusal) => return Ok(*refusal),
-            }
-        }
-        if switch.is_none() {
-            body = self.buffered(body).await?;
-        }
-        let host = client_host(&parts);
-        let pick_uri = parts.uri.clone();
-        // After the client's host was read from the target and its URI kept for the pick: only
-        // the forwarded request changes. The upstream client keeps just the path and query of
-        // the URI, so origin-form loses nothing.
-        if let Some(target) = rewrite::forwarded_target(&parts, &self.route) {
-            parts.uri = http::Uri::from(target);
-        }
-
-        if parts.version == http::Version::HTTP_2 {
-            headers::merge_cookies(&mut parts.headers);
-        }
-        let trailers = headers::accepts_trailers(&parts.headers);
-        headers::remove_hop_by_hop(&mut parts.headers);
-        if trailers {
-            headers::forward_te_trailers(&mut parts.headers, !self.upstream.http2);
-        }
-        let hop = Hop {
-            peer_ip: client.remote.ip(),
-            trusted: client.trusted_peer,
-            tls: client.tls,
-            host: host.clone(),
-            version: parts.version,
-        };
-        headers::add_forwarded(&mut parts.headers, hop);
-        headers::apply_edits(&mut parts.headers, &self.route.request_headers);
-        if let Some(switch) = &switch {
-            upgrade::forward_headers(switch, &mut parts.headers);
-        }
-        parts.version = http::Version::HTTP_11;
-
-        // A streamed body goes into a slot that the first attempt to poll it empties: if an
-        // attempt fails before that, the body is still there for the next peer.
-        let body = match body {
-            Body::Empty => None,
-            streamed => Some(Arc::new(Mutex::new(Some(streamed)))),
-        };
-        let idempotent = parts.method.is_idempotent();
-        // Another attempt needs the head again; when none can follow (one try, or one server)
-        // the head is moved into the first attempt instead of cloned.
-        let tries = if self.group.peers().len() > 1 {
-            self.upstream.retry.tries
-        } else {
-            1
-        };
-        // A request that may meet a keep-alive race (below) keeps its head for one more try even
-        // when no other server could take it.
-        let mut race_retry_left = body.is_none() && idempotent;
-
-        let mut tried: Vec<usize> = Vec::new();
-        let mut last_error = None;
-        loop {
-            let ctx = PickContext {
-                client_ip: client.ip,
-                uri: &pick_uri,
-                headers: &parts.headers,
+        async move {
+            // Only a body can make this wait before the first pick; without one, the first
+            // attempt's clock reading starts the retry budget too (one reading, not two).
+            let streamed = matches!(body, Body::Stream(_));
+            let mut started = streamed.then(Instant::now);
+            let mut switch = match upgrade::prepare(
+                &mut parts,
+                &self.route.upgrade.protocols,
+                !self.upstream.http2,
+            ) {
+                Prepared::Ordinary => None,
+                Prepared::Switch(switch) => Some(switch),
+                Prepared::Refused(response) => return Ok(response),
             };
-            let Some(peer) = self.group.pick(&ctx, &tried) else {
-                self.metrics.no_peer_available();
-                return Err(last_error.unwrap_or_else(|| {
-                    Error::new(
-                        ErrorKind::BadGateway,
-                        Side::Upstream,
-                        format!("upstream `{}`: no server available", self.group.name()),
-                    )
-                }));
-            };
-            if !tried.is_empty() {
-                self.metrics.retry();
+            if streamed && body.size_hint().exact().is_none() {
+                body = self.settle_empty(&parts.method, body).await?;
             }
-            let server_metrics = self.servers.get(peer.index());
-            let guard = self.admit(&peer, server_metrics).await?;
-            let last_try = tried.len() as u32 + 1 >= tries && !race_retry_left;
-            let head = if last_try {
-                std::mem::replace(&mut parts, empty_parts())
+            if let Some(limits) = self.route.decompress_requests {
+                match self.decompressed(&mut parts.headers, body, limits) {
+                    Ok(decoded) => body = decoded,
+                    Err(refusal) => return Ok(*refusal),
+                }
+            }
+            if switch.is_none() {
+                body = self.buffered(body).await?;
+            }
+            let host = client_host(&parts);
+            // The balancer hashes the client's URI: kept apart only when the forwarded one
+            // differs (no copy otherwise).
+            let received_uri =
+                self.forwarded_head(&mut parts, &client, host.clone(), switch.as_ref());
+
+            // A streamed body goes into a slot that the first attempt to poll it empties: if an
+            // attempt fails before that, the body is still there for the next peer.
+            let body = match body {
+                Body::Empty => None,
+                streamed => Some(Arc::new(Mutex::new(Some(streamed)))),
+            };
+            let idempotent = parts.method.is_idempotent();
+            // Another attempt needs the head again; when none can follow (one try, or one server)
+            // the head is moved into the first attempt instead of cloned.
+            let tries = if self.group.peers().len() > 1 {
+                self.upstream.retry.tries
             } else {
-                parts.clone()
+                1
             };
-            let (attempt_body, upload) = match &body {
-                None => (Body::Empty, None),
-                Some(slot) => {
-                    let upload = Arc::new(Upload::default());
-                    let body = IdleTimeout::new(
-                        SlotBody::new(slot.clone()),
-                        self.upstream.timeouts.idle,
-                        Side::Downstream,
-                        None,
-                    );
-                    let body = UploadProgress::new(body, upload.clone());
-                    (Body::stream(body), Some(upload))
-                }
-            };
-            let mut attempt = Request::from_parts(head, attempt_body);
-            if self.upstream.send_proxy_protocol {
-                // The connector names this client in its PROXY header (and pools per client).
-                attempt.extensions_mut().insert(ClientAddresses {
-                    source: client.remote,
-                    destination: client.local,
-                });
-            }
-            self.set_host(&mut attempt, peer.index(), host.as_ref());
+            // A request that may meet a keep-alive race (below) keeps its head for one more try
+            // even when no other server could take it.
+            let mut race_retry_left = body.is_none() && idempotent;
 
-            let sent_at = Instant::now();
-            let sent = self.client.send(peer.index(), attempt).map_err(|e| {
-                Error::new(
-                    ErrorKind::BadGateway,
-                    Side::Internal,
-                    "building the upstream request",
-                )
-                .with_source(e)
-            })?;
-            match self.await_response(sent, upload.as_deref()).await {
-                Ok(Ok(response)) => {
-                    peer.report_success();
-                    let took = sent_at.elapsed();
-                    timing.response_head = Some(took);
-                    if let Some(m) = server_metrics {
-                        m.response_time(took);
-                        m.request(UpstreamOutcome::for_status(response.status()));
-                    }
-                    if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
-                        return match switch.take() {
-                            Some(switch) => self.switch(switch, response, guard),
-                            None => Err(Error::new(
-                                ErrorKind::BadGateway,
-                                Side::Upstream,
-                                "the upstream switched protocols, which the request did not ask for",
-                            )),
-                        };
-                    }
-                    if let Some(switch) = &switch {
-                        upgrade::check_refusal(switch, response.status())?;
-                    }
-                    return Ok(self.response(response, guard, peer.index()));
-                }
-                Ok(Err(err)) if self.body_refused(&err).is_some() => {
-                    // The client's body was a bomb, corrupt, too large, too slow or cut off:
-                    // its fault, not the server's: no failure counted, no retry.
-                    return Err(self.body_refused(&err).map_or_else(
-                        || Error::downstream(ErrorKind::BadRequest, "bad request body"),
-                        |refused| refused.with_source(err),
-                    ));
-                }
-                Ok(Err(err)) => {
-                    let server = address_label(peer.address());
-                    let tls = tls_failure(&err);
-                    if let Some(m) = server_metrics {
-                        m.request(match (tls, err.is_connect()) {
-                            (Some(_), _) => UpstreamOutcome::TlsError,
-                            (None, true) => UpstreamOutcome::ConnectError,
-                            (None, false) => UpstreamOutcome::Reset,
-                        });
-                    }
-                    if race_retry_left && on_reused_connection(&err) {
-                        // The server closed a pooled connection as the request went out on it
-                        // (RFC 9112 §9.3.1: an idempotent request may then be retried). Not the
-                        // server's failure, so passive health is not told; one more try, on
-                        // whichever connection the pool gives next (a fresh one if none is left).
-                        race_retry_left = false;
-                        if tried.is_empty() {
-                            // (Otherwise the next attempt counts itself, as every retry does.)
-                            self.metrics.retry();
-                        }
-                        tracing::info!(upstream = self.group.name(), %server, "a keep-alive connection closed under the request, retrying: {}", error_chain(&err));
-                        continue;
-                    }
-                    if peer.report_failure(Instant::now()) {
-                        tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);
-                    }
-                    // The request can go elsewhere if nothing of it can have been acted on: no
-                    // byte of its body sent (whatever the method), or no body and either the
-                    // connection never opened or the method is idempotent.
-                    let safe = match &body {
-                        Some(slot) => slot.lock().map(|b| b.is_some()).unwrap_or(false),
-                        None => err.is_connect() || idempotent,
-                    };
-                    match tls {
-                        // The rustls error by its name (`UnknownIssuer`, `NotValidForName`...),
-                        // which is what to search for or compare with the server's certificate.
-                        Some(tls) => {
-                            tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream TLS handshake failed: {tls:?}: {}", error_chain(&err))
-                        }
-                        None => {
-                            tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err))
-                        }
-                    }
-                    let error = if err.is_connect() && timed_out(&err) {
-                        // The connect timeout: nginx's and RFC 9110 §15.6.5's 504, not a 502.
-                        Error::new(
-                            ErrorKind::GatewayTimeout,
-                            Side::Upstream,
-                            format!(
-                                "upstream `{}`: no connection within {:?}",
-                                self.group.name(),
-                                self.upstream.timeouts.connect
-                            ),
-                        )
-                    } else {
+            let mut tried: Vec<usize> = Vec::new();
+            let mut last_error = None;
+            loop {
+                // One clock reading per attempt: the balancer's (passive health compares it with
+                // failure times), the send time the upstream's timing starts from, and the
+                // response timeout's start when there is no body to wait for.
+                let mut sent_at = Instant::now();
+                let started = *started.get_or_insert(sent_at);
+                let ctx = PickContext {
+                    client_ip: client.ip,
+                    uri: received_uri.as_ref().unwrap_or(&parts.uri),
+                    headers: &parts.headers,
+                };
+                let Some(peer) = self.group.pick_at(&ctx, &tried, sent_at) else {
+                    self.metrics.no_peer_available();
+                    return Err(last_error.unwrap_or_else(|| {
                         Error::new(
                             ErrorKind::BadGateway,
                             Side::Upstream,
-                            format!("upstream `{}` failed", self.group.name()),
+                            format!("upstream `{}`: no server available", self.group.name()),
                         )
-                    }
-                    .with_source(err);
-                    tried.push(peer.index());
-                    let within_budget = started.elapsed() < self.upstream.retry.budget;
-                    if !(safe && within_budget && (tried.len() as u32) < tries) {
-                        return Err(error);
-                    }
-                    last_error = Some(error);
+                    }));
+                };
+                if !tried.is_empty() {
+                    self.metrics.retry();
                 }
-                Err(timeout) => {
-                    if let Some(m) = server_metrics {
-                        m.request(UpstreamOutcome::Timeout);
+                let server_metrics = self.servers.get(peer.index());
+                let guard = self.admit(&peer, server_metrics).await?;
+                if peer.limit().is_some() {
+                    // It may have waited in the server's `max_conns` queue.
+                    sent_at = Instant::now();
+                }
+                let last_try = tried.len() as u32 + 1 >= tries && !race_retry_left;
+                let (attempt, upload) = self.attempt(
+                    &mut parts,
+                    last_try,
+                    body.as_ref(),
+                    &client,
+                    &peer,
+                    host.as_ref(),
+                );
+                let sent = self.client.send(peer.index(), attempt).map_err(|e| {
+                    Error::new(
+                        ErrorKind::BadGateway,
+                        Side::Internal,
+                        "building the upstream request",
+                    )
+                    .with_source(e)
+                })?;
+                match self.await_response(sent, sent_at, upload.as_deref()).await {
+                    Ok(Ok(response)) => {
+                        peer.report_success();
+                        let took = sent_at.elapsed();
+                        timing.response_head = Some(took);
+                        if let Some(m) = server_metrics {
+                            m.response_time(took);
+                            m.request(UpstreamOutcome::for_status(response.status()));
+                        }
+                        if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                            return match switch.take() {
+                                Some(switch) => self.switch(switch, response, guard),
+                                None => Err(Error::new(
+                                    ErrorKind::BadGateway,
+                                    Side::Upstream,
+                                    "the upstream switched protocols, which the request did not ask for",
+                                )),
+                            };
+                        }
+                        if let Some(switch) = &switch {
+                            upgrade::check_refusal(switch, response.status())?;
+                        }
+                        return Ok(self.response(response, guard, peer.index()));
                     }
-                    peer.report_failure(Instant::now());
-                    let server = address_label(peer.address());
-                    let what = match timeout {
-                        Timeout::Upload => format!(
-                            "stopped reading the request body for {:?}",
-                            self.upstream.timeouts.idle
-                        ),
-                        Timeout::Response => format!(
-                            "no response within {:?} of the request",
-                            self.upstream.timeouts.response_header
-                        ),
-                    };
-                    tracing::warn!(upstream = self.group.name(), %server, "{what}");
-                    return Err(Error::new(
-                        ErrorKind::GatewayTimeout,
-                        Side::Upstream,
-                        format!("upstream `{}` did not answer in time", self.group.name()),
-                    ));
+                    Ok(Err(err)) if self.body_refused(&err).is_some() => {
+                        // The client's body was a bomb, corrupt, too large, too slow or cut off:
+                        // its fault, not the server's: no failure counted, no retry.
+                        return Err(self.body_refused(&err).map_or_else(
+                            || Error::downstream(ErrorKind::BadRequest, "bad request body"),
+                            |refused| refused.with_source(err),
+                        ));
+                    }
+                    Ok(Err(err)) => {
+                        let server = address_label(peer.address());
+                        let tls = tls_failure(&err);
+                        if let Some(m) = server_metrics {
+                            m.request(match (tls, err.is_connect()) {
+                                (Some(_), _) => UpstreamOutcome::TlsError,
+                                (None, true) => UpstreamOutcome::ConnectError,
+                                (None, false) => UpstreamOutcome::Reset,
+                            });
+                        }
+                        if race_retry_left && on_reused_connection(&err) {
+                            // The server closed a pooled connection as the request went out on
+                            // it (RFC 9112 §9.3.1: an idempotent request may then be retried).
+                            // Not the server's failure, so passive health is not told; one more
+                            // try, on whichever connection the pool gives next (a fresh one if
+                            // none is left).
+                            race_retry_left = false;
+                            if tried.is_empty() {
+                                // (Otherwise the next attempt counts itself, as every retry does.)
+                                self.metrics.retry();
+                            }
+                            tracing::info!(upstream = self.group.name(), %server, "a keep-alive connection closed under the request, retrying: {}", error_chain(&err));
+                            continue;
+                        }
+                        if peer.report_failure(Instant::now()) {
+                            tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);
+                        }
+                        // The request can go elsewhere if nothing of it can have been acted on:
+                        // no byte of its body sent (whatever the method), or no body and either
+                        // the connection never opened or the method is idempotent.
+                        let safe = match &body {
+                            Some(slot) => slot.lock().map(|b| b.is_some()).unwrap_or(false),
+                            None => err.is_connect() || idempotent,
+                        };
+                        match tls {
+                            // The rustls error by its name (`UnknownIssuer`, `NotValidForName`...),
+                            // which is what to search for or compare with the server's certificate.
+                            Some(tls) => {
+                                tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream TLS handshake failed: {tls:?}: {}", error_chain(&err))
+                            }
+                            None => {
+                                tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err))
+                            }
+                        }
+                        let error = self.attempt_error(err);
+                        tried.push(peer.index());
+                        let within_budget = started.elapsed() < self.upstream.retry.budget;
+                        if !(safe && within_budget && (tried.len() as u32) < tries) {
+                            return Err(error);
+                        }
+                        last_error = Some(error);
+                    }
+                    Err(timeout) => return Err(self.timed_out(timeout, &peer, server_metrics)),
                 }
             }
         }
@@ -388,12 +319,19 @@ impl ProxyHandler {
 
     /// Wait for the upstream's response. The response timeout starts once the request body
     /// has been sent: a slow upload is bounded by the idle timeout (per pause, on either side),
-    /// not cut off as if the upstream had not answered.
-    async fn await_response<F, T>(&self, sent: F, upload: Option<&Upload>) -> Result<T, Timeout>
+    /// not cut off as if the upstream had not answered. Without a body it starts at `sent_at`
+    /// (no clock reading of its own).
+    async fn await_response<F, T>(
+        &self,
+        sent: F,
+        sent_at: Instant,
+        upload: Option<&Upload>,
+    ) -> Result<T, Timeout>
     where
         F: Future<Output = T>,
     {
         let mut sent = std::pin::pin!(sent);
+        let limit = self.upstream.timeouts.response_header;
         if let Some(upload) = upload {
             tokio::select! {
                 // An upstream may answer before it has read the whole body (a 413, say).
@@ -404,8 +342,12 @@ impl ProxyHandler {
                     }
                 }
             }
+        } else if let Some(deadline) = sent_at.checked_add(limit) {
+            return tokio::time::timeout_at(deadline.into(), sent)
+                .await
+                .map_err(|_| Timeout::Response);
         }
-        tokio::time::timeout(self.upstream.timeouts.response_header, sent)
+        tokio::time::timeout(limit, sent)
             .await
             .map_err(|_| Timeout::Response)
     }
