@@ -333,19 +333,22 @@ fn precompressed_is_a_switch_or_an_ordered_list() {
     );
 }
 
+/// `static = { root = "src"VALUE }` in a minimal file, and what `pick` takes of the route.
+fn static_route<T>(value: &str, pick: impl Fn(&StaticFiles) -> T) -> Result<T, Diagnostics> {
+    let text = format!(
+        "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
+    );
+    parse_str(&text, Path::new("sluice.toml")).map(|config| {
+        let Action::Static(files) = &config.routes[0].action else {
+            panic!("static")
+        };
+        pick(files)
+    })
+}
+
 #[test]
 fn memory_cache_is_a_size_and_zero_turns_it_off() {
-    let parse = |value: &str| {
-        let text = format!(
-            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
-        );
-        parse_str(&text, Path::new("sluice.toml")).map(|config| {
-            let Action::Static(files) = &config.routes[0].action else {
-                panic!("static")
-            };
-            files.memory_cache
-        })
-    };
+    let parse = |value: &str| static_route(value, |files| files.memory_cache);
     assert_eq!(parse("").unwrap(), 32 << 20);
     assert_eq!(parse(r#", memory_cache = "4MiB""#).unwrap(), 4 << 20);
     assert_eq!(parse(", memory_cache = 0").unwrap(), 0);
@@ -357,17 +360,7 @@ fn memory_cache_is_a_size_and_zero_turns_it_off() {
 
 #[test]
 fn memory_cache_recheck_is_a_duration_of_at_most_one_second() {
-    let parse = |value: &str| {
-        let text = format!(
-            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
-        );
-        parse_str(&text, Path::new("sluice.toml")).map(|config| {
-            let Action::Static(files) = &config.routes[0].action else {
-                panic!("static")
-            };
-            files.memory_cache_recheck
-        })
-    };
+    let parse = |value: &str| static_route(value, |files| files.memory_cache_recheck);
     use std::time::Duration;
     assert_eq!(parse("").unwrap(), Duration::from_millis(100));
     assert_eq!(
@@ -395,17 +388,7 @@ fn memory_cache_recheck_is_a_duration_of_at_most_one_second() {
 
 #[test]
 fn sendfile_is_on_unless_turned_off_and_takes_only_a_boolean() {
-    let parse = |value: &str| {
-        let text = format!(
-            "[[listeners]]\naddress = \"127.0.0.1:1\"\n[[routes]]\nstatic = {{ root = \"src\"{value} }}\n"
-        );
-        parse_str(&text, Path::new("sluice.toml")).map(|config| {
-            let Action::Static(files) = &config.routes[0].action else {
-                panic!("static")
-            };
-            files.sendfile
-        })
-    };
+    let parse = |value: &str| static_route(value, |files| files.sendfile);
     assert!(parse("").unwrap());
     assert!(parse(", sendfile = true").unwrap());
     assert!(!parse(", sendfile = false").unwrap());

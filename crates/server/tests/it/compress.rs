@@ -16,7 +16,7 @@ use sha2::Digest;
 use sluice_core::Body;
 use sluice_testkit::independent;
 use sluice_testkit::{Offer, TestServer, client, start_toml, start_toml_in};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::proxy::serve_fn;
 use crate::write_files;
@@ -447,26 +447,7 @@ async fn a_long_chunked_stream_is_one_gzip_stream_decoded_before_the_upstream_fi
 
 #[tokio::test]
 async fn each_server_sent_event_is_decodable_before_the_next_is_sent() {
-    let (tx, rx) = mpsc::channel::<Bytes>(1);
-    let rx = Arc::new(Mutex::new(Some(rx)));
-    let (addr, _) = serve_fn(move |_req| {
-        let rx = rx.lock().unwrap().take();
-        async move {
-            let stream = futures_util::stream::unfold(rx, |rx| async move {
-                let mut rx = rx?;
-                let event = rx.recv().await?;
-                Some((
-                    Ok::<_, std::io::Error>(hyper::body::Frame::data(event)),
-                    Some(rx),
-                ))
-            });
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Body::stream(http_body_util::StreamBody::new(stream)))
-                .unwrap()
-        }
-    })
-    .await;
+    let (tx, addr) = crate::proxy::paced_upstream("text/event-stream", None).await;
     // A long flush delay: only the per-event flush of event streams can pass this test.
     let server = proxy_server(addr, "{ algorithms = [\"gzip\"], flush_delay = \"1h\" }").await;
     let mut resp = client(Offer::Http1)

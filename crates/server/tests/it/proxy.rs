@@ -174,6 +174,40 @@ where
     (addr, accepted)
 }
 
+/// An upstream whose one response (of `content_type`, with a `Content-Length` when `length`
+/// is given) sends each piece the returned sender is given, as it is given: the test paces it.
+pub(crate) async fn paced_upstream(
+    content_type: &'static str,
+    length: Option<usize>,
+) -> (tokio::sync::mpsc::Sender<bytes::Bytes>, SocketAddr) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
+    let rx = Arc::new(std::sync::Mutex::new(Some(rx)));
+    let (addr, _) = serve_fn(move |_req| {
+        let rx = rx.lock().unwrap().take();
+        async move {
+            let stream = futures_util::stream::unfold(rx, |rx| async move {
+                let mut rx = rx?;
+                let piece = rx.recv().await?;
+                Some((
+                    Ok::<_, std::io::Error>(hyper::body::Frame::data(piece)),
+                    Some(rx),
+                ))
+            });
+            let mut response = hyper::Response::builder().header("content-type", content_type);
+            if let Some(length) = length {
+                response = response.header("content-length", length);
+            }
+            response
+                .body(sluice_core::Body::stream(http_body_util::StreamBody::new(
+                    stream,
+                )))
+                .unwrap()
+        }
+    })
+    .await;
+    (tx, addr)
+}
+
 /// A demo origin that counts the connections it accepts.
 async fn counting_origin() -> (SocketAddr, Arc<AtomicUsize>) {
     let origin = sluice_origin::Origin::new(sluice_origin::OriginOptions::default());
@@ -343,8 +377,6 @@ async fn streams_a_large_download_and_upload() {
 #[tokio::test]
 async fn each_piece_of_a_paused_stream_reaches_the_client_before_the_next_is_sent() {
     use bytes::Bytes;
-    use std::sync::Mutex;
-    use tokio::sync::mpsc;
 
     const PIECES: usize = 4;
     const PIECE: usize = 1000;
@@ -353,31 +385,7 @@ async fn each_piece_of_a_paused_stream_reaches_the_client_before_the_next_is_sen
         (Offer::Http2, None),
         (Offer::Http1, Some(PIECES * PIECE)),
     ] {
-        let (tx, rx) = mpsc::channel::<Bytes>(1);
-        let rx = Arc::new(Mutex::new(Some(rx)));
-        let (addr, _) = serve_fn(move |_req| {
-            let rx = rx.lock().unwrap().take();
-            async move {
-                let stream = futures_util::stream::unfold(rx, |rx| async move {
-                    let mut rx = rx?;
-                    let piece = rx.recv().await?;
-                    Some((
-                        Ok::<_, std::io::Error>(hyper::body::Frame::data(piece)),
-                        Some(rx),
-                    ))
-                });
-                let mut response = hyper::Response::builder().header("content-type", "text/plain");
-                if let Some(length) = length {
-                    response = response.header("content-length", length);
-                }
-                response
-                    .body(sluice_core::Body::stream(http_body_util::StreamBody::new(
-                        stream,
-                    )))
-                    .unwrap()
-            }
-        })
-        .await;
+        let (tx, addr) = paced_upstream("text/plain", length).await;
         let server = proxy_in_front(&format!("servers = [\"{addr}\"]")).await;
         let mut resp = client(offer)
             .get(server.url("/pieces"))
