@@ -14,8 +14,14 @@ fn sluice() -> Command {
 /// Start `sluice args...` and wait for it to print `listening on http(s)://ADDR` on stdout or
 /// stderr.
 pub(crate) fn spawn_listening(args: &[&str]) -> (Child, SocketAddr) {
-    let mut child = sluice()
-        .args(args)
+    let mut command = sluice();
+    command.args(args);
+    spawn_listening_as(command)
+}
+
+/// [`spawn_listening`] of a command of its own (a shell that runs sluice, say).
+fn spawn_listening_as(mut command: Command) -> (Child, SocketAddr) {
+    let mut child = command
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -223,6 +229,53 @@ async fn serve_runs_a_config_with_one_worker() {
         .await
         .unwrap();
     assert_eq!(resp.text().await.unwrap(), "one worker");
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap()
+    );
+}
+
+/// The `Max open files` soft and hard limits of process `pid`.
+fn open_file_limits(pid: &str) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut fields = line.split_whitespace().skip(3);
+    (fields.next().unwrap().into(), fields.next().unwrap().into())
+}
+
+/// Started with a soft limit of 256 open files, `serve` raises it to the hard limit (each
+/// connection, and each file kept open for sendfile, is a descriptor).
+#[tokio::test]
+async fn serve_raises_the_open_file_limit_to_the_hard_one() {
+    let (_, hard) = open_file_limits("self");
+    assert!(
+        hard.parse::<u64>().is_ok_and(|h| h > 256),
+        "this test needs a hard open-file limit above 256, found {hard}"
+    );
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[log]\naccess = \"off\"\n[[listeners]]\naddress = \"127.0.0.1:0\"\n[[routes]]\nrespond = {}\n",
+    )
+    .unwrap();
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        "ulimit -Sn 256 && exec \"$0\" \"$@\"",
+        env!("CARGO_BIN_EXE_sluice"),
+        "serve",
+        "-c",
+        config.to_str().unwrap(),
+    ]);
+    let (child, _) = spawn_listening_as(command);
+    let (soft, child_hard) = open_file_limits(&child.id().to_string());
+    assert_eq!(soft, child_hard, "soft limit not raised");
+    assert_eq!(child_hard, hard);
     assert!(
         tokio::task::spawn_blocking(move || terminate(child))
             .await
