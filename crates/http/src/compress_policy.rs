@@ -302,12 +302,7 @@ fn type_allowed(allowed: &[String], content_type: Option<&HeaderValue>) -> bool 
     let Some(content_type) = content_type else {
         return false;
     };
-    let bytes = content_type.as_bytes();
-    let essence = bytes
-        .split(|&b| b == b';')
-        .next()
-        .unwrap_or_default()
-        .trim_ascii();
+    let essence = crate::headers::media_type(content_type);
     allowed.iter().any(|entry| {
         let entry = entry.as_bytes();
         let prefix = entry.strip_suffix(b"*").unwrap_or(entry);

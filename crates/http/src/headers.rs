@@ -137,6 +137,40 @@ fn via_value(version: http::Version) -> HeaderValue {
     })
 }
 
+/// The media type of a `Content-Type` value without its parameters (RFC 9110 §8.3.1: `type "/"
+/// subtype`, compared case-insensitively by the callers), e.g. `text/html` of
+/// `text/html; charset=utf-8`.
+pub fn media_type(content_type: &HeaderValue) -> &[u8] {
+    content_type
+        .as_bytes()
+        .split(|&b| b == b';')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii()
+}
+
+/// Whether the response is a stream of messages each meant to reach the client as it comes:
+/// server-sent events (`text/event-stream`, seed 005) or gRPC (`application/grpc`, with any
+/// `+format` or `-web` suffix).
+pub fn is_message_stream(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).is_some_and(|value| {
+        let media_type = media_type(value);
+        is_event_stream_type(media_type)
+            || media_type
+                .get(..b"application/grpc".len())
+                .is_some_and(|prefix| prefix.eq_ignore_ascii_case(b"application/grpc"))
+    })
+}
+
+/// Whether the response is server-sent events.
+pub fn is_event_stream(headers: &HeaderMap) -> bool {
+    (headers.get(header::CONTENT_TYPE)).is_some_and(|value| is_event_stream_type(media_type(value)))
+}
+
+fn is_event_stream_type(media_type: &[u8]) -> bool {
+    media_type.eq_ignore_ascii_case(b"text/event-stream")
+}
+
 /// Whether the client's `TE` says it accepts trailers (RFC 9110 §10.1.4); read before the
 /// hop-by-hop fields go.
 pub fn accepts_trailers(headers: &HeaderMap) -> bool {
@@ -192,6 +226,36 @@ pub fn merge_cookies(headers: &mut HeaderMap) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn typed(content_type: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        headers
+    }
+
+    #[test]
+    fn event_streams_are_recognised_with_parameters_and_case() {
+        assert!(is_event_stream(&typed("Text/Event-Stream; charset=utf-8")));
+        assert!(!is_event_stream(&typed("text/plain")));
+        assert!(!is_event_stream(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn message_streams_are_event_streams_and_grpc() {
+        assert!(is_message_stream(&typed(
+            " text/event-stream ;charset=utf-8"
+        )));
+        assert!(is_message_stream(&typed("application/grpc")));
+        assert!(is_message_stream(&typed("Application/gRPC+proto")));
+        assert!(is_message_stream(&typed("application/grpc-web-text")));
+        assert!(!is_message_stream(&typed("application/json")));
+        assert!(!is_message_stream(&typed("text/event-streams")));
+        assert!(!is_message_stream(&HeaderMap::new()));
+        assert_eq!(
+            media_type(&HeaderValue::from_static(" text/html ; q=1")),
+            b"text/html"
+        );
+    }
 
     #[test]
     fn hop_by_hop_and_connection_listed_fields_are_removed() {

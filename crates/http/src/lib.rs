@@ -10,7 +10,8 @@
 //! - [`compress`]: streaming response compression (gzip, deflate, br, zstd) as ONE stream with
 //!   sync flushes when the upstream pauses, after a delay, or per event.
 //! - [`coalesce`]: a streamed body handed to the connection in runs, not a write per chunk.
-//! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits).
+//! - [`headers`]: proxy header rules (hop-by-hop removal, `X-Forwarded-*`, `Via`, route edits),
+//!   and what a response's `Content-Type` says (media type, message streams).
 
 pub mod coalesce;
 pub mod compress;

@@ -35,6 +35,7 @@ use hyper::body::Incoming;
 use sluice_config::TrustedProxies;
 use sluice_core::{Body, Error, Side};
 use sluice_http::coalesce::Coalesce;
+use sluice_http::headers;
 
 use crate::access_log::{AccessLogger, Entry};
 use crate::cache::Lookup;
@@ -298,7 +299,7 @@ impl Pipeline {
             compressed = outcome.decision == crate::compress::COMPRESSED;
             ctx.compression = Some(outcome);
         }
-        if !compressed && !is_message_stream(response.headers()) {
+        if !compressed && !headers::is_message_stream(response.headers()) {
             // A compressed body gathers its own input (`CompressBody` waits for a real pause).
             in_runs(response.body_mut());
         }
@@ -375,15 +376,6 @@ fn in_runs(body: &mut Body) {
             *body = Body::Stream(UnsyncBoxBody::new(Coalesce::new(stream)));
         }
     }
-}
-
-/// A stream of messages each meant to leave as it comes: server-sent events (seed 005), gRPC.
-fn is_message_stream(headers: &http::HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim_start().to_ascii_lowercase())
-        .is_some_and(|v| v.starts_with("text/event-stream") || v.starts_with("application/grpc"))
 }
 
 /// A streamed body of at most this many bytes is not gathered: it comes in one read.
