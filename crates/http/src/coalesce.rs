@@ -34,6 +34,33 @@ use http_body::{Body, Frame, SizeHint};
 /// with one turn no frame was ever gathered, with two every frame was).
 pub const PRODUCER_TURNS: u8 = 2;
 
+/// The turns a body has given its producer since the producer's last frame: what tells a
+/// producer that is busy handing over (wait, by waking oneself) from one that paused. Shared by
+/// [`Coalesce`] and `CompressBody`, which both must not take the first `Pending` for a pause.
+#[derive(Debug, Default)]
+pub(crate) struct ProducerTurns(u8);
+
+impl ProducerTurns {
+    /// On the inner body's `Pending`: `true` when one more turn was given (the caller returns
+    /// `Pending`; it is woken again at once), `false` when the producer has had its turns: it
+    /// paused. Counting starts again after either a pause or [`Self::frame_arrived`].
+    pub(crate) fn another(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.0 < PRODUCER_TURNS {
+            self.0 += 1;
+            cx.waker().wake_by_ref();
+            true
+        } else {
+            self.0 = 0;
+            false
+        }
+    }
+
+    /// The producer handed over a frame.
+    pub(crate) fn frame_arrived(&mut self) {
+        self.0 = 0;
+    }
+}
+
 /// Turns of the scheduler a run may take in all, however often frames keep coming: on a busy
 /// worker a turn can take milliseconds, and a stream of small frames that arrive a little
 /// faster than two turns apart must not be held until [`RUN`] bytes (measured in review: a
@@ -55,7 +82,7 @@ pin_project_lite::pin_project! {
         // Held frames are being released: no more are gathered until they are all out.
         releasing: bool,
         // Turns of the scheduler given since the last frame arrived.
-        yielded: u8,
+        turns: ProducerTurns,
         // Turns given since the run began (its first frame was held).
         run_turns: u8,
         // The inner body ended (its end is delivered after the held frames).
@@ -72,7 +99,7 @@ impl<B: Body> Coalesce<B> {
             held: VecDeque::new(),
             held_bytes: 0,
             releasing: false,
-            yielded: 0,
+            turns: ProducerTurns::default(),
             run_turns: 0,
             ended: false,
             error: None,
@@ -112,7 +139,7 @@ where
             }
             match this.inner.as_mut().poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
-                    *this.yielded = 0;
+                    this.turns.frame_arrived();
                     let len = frame.data_ref().map_or(0, Buf::remaining);
                     let last = !frame.is_data() || this.inner.is_end_stream();
                     if this.held.is_empty() && (last || len >= RUN) {
@@ -126,20 +153,17 @@ where
                 Poll::Ready(Some(Err(err))) => *this.error = Some(err),
                 Poll::Ready(None) => *this.ended = true,
                 Poll::Pending if this.held.is_empty() => return Poll::Pending,
-                Poll::Pending
-                    if *this.yielded >= PRODUCER_TURNS || *this.run_turns >= RUN_TURNS =>
-                {
+                Poll::Pending => {
+                    // Give the producer a turn (the inner body's waker is registered too),
+                    // unless the run has had all of its turns.
+                    if *this.run_turns < RUN_TURNS && this.turns.another(cx) {
+                        *this.run_turns += 1;
+                        return Poll::Pending;
+                    }
                     // Still nothing after the producer's turns: the inner body paused, so
                     // what is held goes out now.
+                    this.turns.frame_arrived();
                     *this.releasing = true;
-                    *this.yielded = 0;
-                }
-                Poll::Pending => {
-                    // Give the producer a turn (the inner body's waker is registered too).
-                    *this.yielded += 1;
-                    *this.run_turns += 1;
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
                 }
             }
         }

@@ -4,8 +4,9 @@
 //! - `event_stream` or a zero `flush_delay`: flush after every data chunk (server-sent events
 //!   must never be held back);
 //! - the inner body returns `Pending` with input written since the last flush, and its length
-//!   is unknown (a stream), and is still not ready after two turns of the scheduler: the upstream
-//!   paused, so the client gets everything received so far now (a body of known length waits for the delay: its pauses are read boundaries);
+//!   is unknown (a stream), and is still not ready after two turns of the scheduler: the
+//!   upstream paused, so the client gets everything received so far now (a body of known length
+//!   waits for the delay: its pauses are read boundaries);
 //! - `flush_delay` elapsed since the first unflushed input: bounds latency when the upstream
 //!   trickles data fast enough never to return `Pending`.
 //!
@@ -23,7 +24,7 @@ use sluice_core::BoxError;
 use tokio::time::{Instant, Sleep};
 
 use super::encoder::Encoder;
-use crate::coalesce::PRODUCER_TURNS;
+use crate::coalesce::ProducerTurns;
 
 /// Emit a frame once this much compressed output has accumulated.
 const EMIT_AT: usize = 16 * 1024;
@@ -71,9 +72,9 @@ pin_project_lite::pin_project! {
         // Allocated on first use and re-armed afterwards, so one allocation per response.
         timer: Option<Pin<Box<Sleep>>>,
         timer_armed: bool,
-        // Turns of the scheduler given since the inner body returned `Pending` with input
-        // unflushed (see the `Pending` arm of `poll_frame`).
-        yielded: u8,
+        // Turns of the scheduler given to the inner body's producer since its last frame (see
+        // the `Pending` arm of `poll_frame`).
+        turns: ProducerTurns,
         state: State,
         // Identity bytes fed to the encoder, for metrics.
         bytes_in: u64,
@@ -91,7 +92,7 @@ impl<B> CompressBody<B> {
             unflushed: false,
             timer: None,
             timer_armed: false,
-            yielded: 0,
+            turns: ProducerTurns::default(),
             state: State::Streaming,
             bytes_in: 0,
         }
@@ -174,12 +175,9 @@ where
                     // scheduler to hand over its next frame. Give them before flushing;
                     // flushing at every 16 KiB chunk cost a block end and a write each (see
                     // `crate::coalesce`).
-                    if *this.yielded < PRODUCER_TURNS {
-                        *this.yielded += 1;
-                        cx.waker().wake_by_ref();
+                    if this.turns.another(cx) {
                         return Poll::Pending;
                     }
-                    *this.yielded = 0;
                     *this.timer_armed = false;
                     if let Err(e) = flush(this.encoder, this.buf, this.unflushed) {
                         *this.state = State::Done;
@@ -195,7 +193,7 @@ where
                     return Poll::Ready(Some(Err(e.into())));
                 }
                 Poll::Ready(Some(Ok(frame))) => {
-                    *this.yielded = 0;
+                    this.turns.frame_arrived();
                     Some(frame)
                 }
                 Poll::Ready(None) => None,
