@@ -40,24 +40,38 @@ impl FileWrites {
         Self { inner, enabled }
     }
 
-    /// `sendmsg` of `bufs` with `MSG_MORE`, without waiting.
-    fn try_send_more(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    /// `op` on the socket once it is writable: waits (`Pending`) while the kernel would block.
+    fn poll_send(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&TcpStream) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         let tcp = self.inner.get_ref();
-        tcp.try_io(Interest::WRITABLE, || {
-            sendmsg::<SockaddrStorage>(tcp.as_raw_fd(), bufs, &[], more(), None)
-                .map_err(io::Error::from)
-        })
+        loop {
+            ready!(tcp.poll_write_ready(cx))?;
+            match self.try_send(&mut op) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                sent => return Poll::Ready(sent),
+            }
+        }
     }
 
-    /// `sendfile` of up to `len` bytes of `at`, without waiting; `Ok(0)`: the file ends there.
-    fn try_send_file(&self, at: &InFile, len: usize) -> io::Result<usize> {
+    /// `op` on the socket now, without waiting (`WouldBlock` clears tokio's readiness).
+    fn try_send(&self, op: impl FnOnce(&TcpStream) -> io::Result<usize>) -> io::Result<usize> {
         let tcp = self.inner.get_ref();
-        let mut offset = i64::try_from(at.offset).map_err(io::Error::other)?;
-        tcp.try_io(Interest::WRITABLE, || {
-            nix::sys::sendfile::sendfile(tcp, &*at.file, Some(&mut offset), len)
-                .map_err(io::Error::from)
-        })
+        tcp.try_io(Interest::WRITABLE, || op(tcp))
     }
+}
+
+/// `sendmsg` of `bufs` with `MSG_MORE`.
+fn send_more(tcp: &TcpStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    sendmsg::<SockaddrStorage>(tcp.as_raw_fd(), bufs, &[], more(), None).map_err(io::Error::from)
+}
+
+/// `sendfile` of up to `len` bytes of `at`; `Ok(0)`: the file ends there.
+fn send_file(tcp: &TcpStream, at: &InFile, len: usize) -> io::Result<usize> {
+    let mut offset = i64::try_from(at.offset).map_err(io::Error::other)?;
+    nix::sys::sendfile::sendfile(tcp, &*at.file, Some(&mut offset), len).map_err(io::Error::from)
 }
 
 impl AsyncRead for FileWrites {
@@ -101,38 +115,27 @@ impl AsyncWrite for FileWrites {
             // The head first, held back by the kernel until the file's bytes follow it.
             let head = &bufs[..index];
             let head_len: usize = head.iter().map(|b| b.len()).sum();
-            let sent = loop {
-                ready!(self.inner.get_ref().poll_write_ready(cx))?;
-                match self.try_send_more(head) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    sent => break sent?,
-                }
-            };
+            let sent = ready!(self.poll_send(cx, |tcp| send_more(tcp, head)))?;
             if sent < head_len {
                 return Poll::Ready(Ok(sent));
             }
             // The file's part only if the socket takes it now: bytes were written already. Any
             // failure here leaves it to the next write, which checks the file again.
-            return Poll::Ready(Ok(sent + self.try_send_file(&at, len).unwrap_or(0)));
+            let file_part = self.try_send(|tcp| send_file(tcp, &at, len));
+            return Poll::Ready(Ok(sent + file_part.unwrap_or(0)));
         }
-        loop {
-            ready!(self.inner.get_ref().poll_write_ready(cx))?;
-            match self.try_send_file(&at, len) {
-                // The file shrank between the check and the send: its bytes no longer match
-                // the response's length, and bytes of it may be on the wire already.
-                Ok(0) => {
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "a cached file was cut short while it was being sent",
-                    )));
-                }
-                Ok(sent) => return Poll::Ready(Ok(sent)),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => {
-                    // The file is unchanged, so its cached bytes are the same bytes.
-                    tracing::debug!("sendfile refused ({e}); writing from memory");
-                    return Pin::new(&mut self.inner).poll_write_vectored(cx, &bufs[index..]);
-                }
+        match ready!(self.poll_send(cx, |tcp| send_file(tcp, &at, len))) {
+            // The file shrank between the check and the send: its bytes no longer match the
+            // response's length, and bytes of it may be on the wire already.
+            Ok(0) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "a cached file was cut short while it was being sent",
+            ))),
+            Ok(sent) => Poll::Ready(Ok(sent)),
+            Err(e) => {
+                // The file is unchanged, so its cached bytes are the same bytes.
+                tracing::debug!("sendfile refused ({e}); writing from memory");
+                Pin::new(&mut self.inner).poll_write_vectored(cx, &bufs[index..])
             }
         }
     }
