@@ -71,15 +71,14 @@ pub fn run(args: &RunArgs) -> Result<Report, String> {
 /// (which inherits the limit) as many again plus its upstream connections: raise the soft
 /// RLIMIT_NOFILE to the hard limit, and say so when even that is short.
 fn raise_open_files_limit(connections: usize) {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
     // Client and server side of every connection, upstream connections, files, pipes.
     let wanted = 2 * connections as u64 + 256;
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+    if let Err(why) = sluice_core::open_files::raise_to_hard() {
+        eprintln!("warning: {why}");
+    }
+    let Some((_, hard)) = sluice_core::open_files::limits() else {
         return;
     };
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_err() {
-        eprintln!("warning: could not raise the open files limit from {soft} to {hard}");
-    }
     if hard < wanted {
         eprintln!(
             "warning: the open files limit ({hard}) is below the {wanted} the scenarios need; \

@@ -151,27 +151,10 @@ pub struct Registration {
 /// open if that is less, so the cache never takes the descriptors connections need.
 pub fn max_regions() -> usize {
     static MAX: LazyLock<usize> = LazyLock::new(|| {
-        let soft = descriptor_limit().unwrap_or(1024);
-        MAX_REGIONS.min(soft / 4)
+        let soft = crate::open_files::limits().map_or(1024, |(soft, _)| soft);
+        MAX_REGIONS.min(usize::try_from(soft / 4).unwrap_or(usize::MAX))
     });
     *MAX
-}
-
-#[cfg(target_os = "linux")]
-fn descriptor_limit() -> Option<usize> {
-    // `/proc/self/limits` rather than getrlimit(2): no FFI in this crate.
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let soft = line.split_whitespace().nth(3)?;
-    if soft == "unlimited" {
-        return Some(usize::MAX);
-    }
-    soft.parse().ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn descriptor_limit() -> Option<usize> {
-    None
 }
 
 /// Register `bytes`, which hold `file`'s contents from `offset` on as they were when `file`

@@ -3,11 +3,13 @@
 //! the server uses in logs.
 //!
 //! This crate knows no sockets and no file formats; keep it that way so every crate can depend on it.
+//! (It does know the process's open-file limit, `open_files`, which the server and the lab share.)
 
 pub mod body;
 pub mod coding;
 pub mod error;
 pub mod file_bytes;
+pub mod open_files;
 pub mod uri_path;
 
 pub use body::Body;

@@ -104,27 +104,19 @@ pub fn request_reload(path: &Path) -> ExitCode {
 /// reads it again; without one (the quick commands) SIGHUP is logged and ignored.
 pub fn serve(config: Config, source: Option<PathBuf>) -> ExitCode {
     let (level, workers) = (config.log.level.clone(), config.server.workers);
-    let descriptors = raise_descriptor_limit();
+    // Each connection is a descriptor, and so is each file the static memory cache keeps open
+    // for `sendfile` (`sluice_core::file_bytes` takes at most a quarter of the limit).
+    let descriptors = sluice_core::open_files::raise_to_hard();
     with_runtime(&level, workers, |signals, workers| {
-        if let Some((from, to)) = descriptors {
-            tracing::debug!("open-file limit raised from {from} to {to} (the hard limit)");
+        match descriptors {
+            Ok(Some((from, to))) => {
+                tracing::debug!("open files limit raised from {from} to {to} (the hard limit)");
+            }
+            Ok(None) => {}
+            Err(why) => tracing::warn!("{why}"),
         }
         run(config, source, signals, workers)
     })
-}
-
-/// Raise the soft limit on open files to the hard one, as Go programs and HAProxy do at start:
-/// each connection is a descriptor, and so is each file the static memory cache keeps open for
-/// `sendfile` (`sluice_core::file_bytes` takes at most a quarter of the limit). The soft limit
-/// is often 1,024 while the hard one is far higher. `Some((old, new))` when raised.
-fn raise_descriptor_limit() -> Option<(u64, u64)> {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
-    if soft >= hard {
-        return None;
-    }
-    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).ok()?;
-    Some((soft, hard))
 }
 
 async fn run(
