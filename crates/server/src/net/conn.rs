@@ -34,6 +34,7 @@ use crate::net::preface::{Expect, PrefaceGuard};
 use crate::net::proxy_protocol::{self, Prefixed};
 use crate::net::workers::Workers;
 use crate::pipeline::Pipeline;
+use crate::pipeline::body::RequestBody;
 use crate::shared::client::Client;
 use crate::shared::metrics::ListenerMetrics;
 
@@ -372,7 +373,7 @@ async fn serve_io<I>(
         // it is written once and every move after that is a pointer's.
         // (`docs/performance.md`, "TLS", "Round 2").
         Box::pin(async move {
-            let response = pipeline.handle(client, req).await;
+            let response = pipeline.handle(client, req.map(RequestBody::from)).await;
             Ok::<_, Infallible>(exchange.respond(response))
         })
     });

@@ -31,6 +31,7 @@
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
 pub mod access_log;
+pub mod body;
 pub mod context;
 pub mod host;
 pub mod limits;
@@ -48,7 +49,6 @@ use futures_util::future::Either;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body as _;
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper::body::Incoming;
 use sluice_config::TrustedProxies;
 use sluice_core::{Body, Error, Side};
 use sluice_http::coalesce::Coalesce;
@@ -57,6 +57,7 @@ use sluice_http::headers;
 use crate::features::cache::Lookup;
 use crate::features::compress::AcceptEncoding;
 use crate::pipeline::access_log::{AccessLogger, Entry};
+use crate::pipeline::body::RequestBody;
 use crate::pipeline::context::RequestContext;
 use crate::pipeline::limits::RequestLimits;
 use crate::pipeline::observe::Observer;
@@ -100,7 +101,7 @@ impl Pipeline {
     pub fn handle(
         &self,
         client: Client,
-        mut req: Request<Incoming>,
+        mut req: Request<RequestBody>,
     ) -> impl Future<Output = Response<Body>> + Send + '_ {
         let client = client.resolve(&self.trusted_proxies, req.headers());
         let mut ctx = RequestContext::new(client, &req);
@@ -133,7 +134,7 @@ impl Pipeline {
     async fn request_phase<'r>(
         &'r self,
         ctx: &mut RequestContext<'r>,
-        req: &mut Request<Incoming>,
+        req: &mut Request<RequestBody>,
     ) -> Next<'r> {
         if let Some(refused) = self.limits.check_head(req) {
             return Next::Answered(refused);
@@ -216,8 +217,8 @@ impl Pipeline {
         &'a self,
         ctx: &'a mut RequestContext<'_>,
         route: &'a CompiledRoute,
-        req: Request<Incoming>,
-    ) -> impl Future<Output = (Acted, Option<Incoming>)> + Send + 'a {
+        req: Request<RequestBody>,
+    ) -> impl Future<Output = (Acted, Option<RequestBody>)> + Send + 'a {
         let Handler::Proxy(proxy) = &route.handler else {
             return Either::Right(Self::serve(route, req));
         };
@@ -245,7 +246,7 @@ impl Pipeline {
 
     /// The actions that answer from the server itself: static files, a fixed response, a
     /// redirect. The request's body stays unread.
-    async fn serve(route: &CompiledRoute, req: Request<Incoming>) -> (Acted, Option<Incoming>) {
+    async fn serve(route: &CompiledRoute, req: Request<RequestBody>) -> (Acted, Option<RequestBody>) {
         let acted = match &route.handler {
             Handler::Static(files) => files
                 .serve(req.method(), req.uri(), req.headers())
@@ -338,7 +339,7 @@ impl Pipeline {
     /// The access-log entry, started when the request arrives (its time is the arrival's);
     /// `None` when the log is off, so nothing of it is built.
     /// Boxed: an entry is 344 bytes, which every request's future would carry with the log off.
-    fn log_entry(&self, ctx: &RequestContext<'_>, req: &Request<Incoming>) -> Option<Box<Entry>> {
+    fn log_entry(&self, ctx: &RequestContext<'_>, req: &Request<RequestBody>) -> Option<Box<Entry>> {
         self.access_log.as_ref()?;
         Some(Box::new(Entry::new(
             std::net::SocketAddr::new(ctx.client.ip, ctx.client.remote.port()),

@@ -11,10 +11,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
-use hyper::body::Incoming;
 use sluice_core::{Body, BoxError};
 
 use crate::pipeline::access_log::{AccessLogger, Entry};
+use crate::pipeline::body::RequestBody;
 use crate::shared::metrics::RouteMetrics;
 use crate::shared::request::ClientBodyError;
 
@@ -124,7 +124,7 @@ impl Drop for ObservedBody {
 
 /// The request body as the proxy forwards it: `Empty` when there is none (so the request can be
 /// retried), otherwise a stream that counts its bytes into the returned counter.
-pub fn counted_request_body(body: Incoming) -> (Body, Option<Arc<AtomicU64>>) {
+pub fn counted_request_body(body: RequestBody) -> (Body, Option<Arc<AtomicU64>>) {
     if body.is_end_stream() {
         return (Body::Empty, None);
     }
@@ -139,7 +139,7 @@ pub fn counted_request_body(body: Incoming) -> (Body, Option<Arc<AtomicU64>>) {
 }
 
 struct CountingBody {
-    inner: Incoming,
+    inner: RequestBody,
     count: Arc<AtomicU64>,
 }
 

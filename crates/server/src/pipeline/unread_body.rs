@@ -35,9 +35,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Response, Version};
 use http_body::{Body as _, Frame, SizeHint};
-use hyper::body::Incoming;
 use sluice_core::{Body, BoxError};
 use tokio::time::Sleep;
+
+use crate::pipeline::body::RequestBody;
 
 /// The most request body bytes read and thrown away: one default HTTP/2 stream window of hyper's,
 /// about what a client may have in flight before it hears back anyway.
@@ -51,7 +52,7 @@ pub const READ_TIME: Duration = Duration::from_secs(1);
 pub fn read_before_end(
     response: Response<Body>,
     version: Version,
-    unread: Incoming,
+    unread: RequestBody,
 ) -> Response<Body> {
     if version != Version::HTTP_2 || unread.is_end_stream() {
         return response;
@@ -75,7 +76,7 @@ struct ReadBeforeEnd {
     /// The response's trailers, held back: they end the stream.
     trailers: Option<HeaderMap>,
     /// The request body, until it ended, failed or was given up on.
-    request: Option<Incoming>,
+    request: Option<RequestBody>,
     read: usize,
     /// Started when the response is done.
     deadline: Option<Pin<Box<Sleep>>>,

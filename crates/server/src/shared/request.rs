@@ -52,7 +52,7 @@ impl std::error::Error for BodyLimitError {}
 /// The client's request body failed (it went away, or sent a broken chunked body): the
 /// client's fault, which the proxy must not count against the upstream server.
 #[derive(Debug)]
-pub struct ClientBodyError(pub hyper::Error);
+pub struct ClientBodyError(pub sluice_core::BoxError);
 
 impl std::fmt::Display for ClientBodyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,6 +62,6 @@ impl std::fmt::Display for ClientBodyError {
 
 impl std::error::Error for ClientBodyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
+        Some(&*self.0)
     }
 }
