@@ -100,9 +100,36 @@ pub struct CommonArgs {
     pub log_level: String,
 }
 
+impl Command {
+    /// Whether the command writes its output and exits (rather than serving or driving load).
+    fn prints_and_exits(&self) -> bool {
+        use sluice_bench::BenchSubcommand;
+        match self {
+            Command::Check { .. } | Command::Reload { .. } | Command::Cert(_) => true,
+            Command::Precompress(_) => true,
+            Command::Bench(bench) => matches!(
+                bench.command,
+                BenchSubcommand::List | BenchSubcommand::Report { .. }
+            ),
+            Command::Serve { .. }
+            | Command::FileServer(_)
+            | Command::Origin(_)
+            | Command::ReverseProxy(_)
+            | Command::Demo(_) => false,
+        }
+    }
+}
+
 /// Parse the command line and run it.
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.prints_and_exits() {
+        // Its reader may go away first (`sluice bench list | head`): end quietly, by SIGPIPE, as
+        // every Unix tool does, instead of panicking on the failed print. Only these commands:
+        // in a server a write to a socket whose peer has gone is an error to handle, not the
+        // end of the process (Rust ignores SIGPIPE for that reason).
+        sigpipe::reset();
+    }
     match cli.command {
         Command::Serve { config: path } => match sluice_config::check(&path) {
             Ok((config, warnings)) => {

@@ -424,3 +424,22 @@ fn reverse_proxy_rejects_a_bad_address() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected host:port"));
 }
+
+/// `sluice bench list | head`: a reader that went away ends the command quietly, by SIGPIPE as
+/// every Unix tool, with no panic about a failed print. The pipe's read end is closed before
+/// the command starts, so its first write already meets it.
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = sluice()
+        .args(["bench", "list"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE: {stderr}");
+}

@@ -246,7 +246,10 @@ impl Pipeline {
 
     /// The actions that answer from the server itself: static files, a fixed response, a
     /// redirect. The request's body stays unread.
-    async fn serve(route: &CompiledRoute, req: Request<RequestBody>) -> (Acted, Option<RequestBody>) {
+    async fn serve(
+        route: &CompiledRoute,
+        req: Request<RequestBody>,
+    ) -> (Acted, Option<RequestBody>) {
         let acted = match &route.handler {
             Handler::Static(files) => files
                 .serve(req.method(), req.uri(), req.headers())
@@ -339,7 +342,11 @@ impl Pipeline {
     /// The access-log entry, started when the request arrives (its time is the arrival's);
     /// `None` when the log is off, so nothing of it is built.
     /// Boxed: an entry is 344 bytes, which every request's future would carry with the log off.
-    fn log_entry(&self, ctx: &RequestContext<'_>, req: &Request<RequestBody>) -> Option<Box<Entry>> {
+    fn log_entry(
+        &self,
+        ctx: &RequestContext<'_>,
+        req: &Request<RequestBody>,
+    ) -> Option<Box<Entry>> {
         self.access_log.as_ref()?;
         Some(Box::new(Entry::new(
             std::net::SocketAddr::new(ctx.client.ip, ctx.client.remote.port()),
