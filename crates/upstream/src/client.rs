@@ -11,7 +11,7 @@
 //! ever carries another client's requests. Idle ones are closed after `keepalive.idle_timeout`
 //! like any other (HAProxy keeps such connections private to the client's session likewise).
 //!
-//! [`UpstreamClient::send_fresh`] sends on a connection opened for the request and never pooled
+//! [`Connection::New`] sends on a connection opened for the request and never pooled
 //! (a second client whose pool is off): the retry after a keep-alive race
 //! ([`on_reused_connection`]) goes there, because the pool's next idle connection has been idle
 //! as long as the one that just died and may be closed by the server's same idle timeout.
@@ -137,23 +137,28 @@ impl UpstreamClient {
         impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
         BoxError,
     > {
-        self.send_on(&self.clients, index, req)
+        self.send_on(index, req, Connection::Pooled)
     }
 
-    /// Like [`Self::send`], on a new connection that is closed after the response, never one
-    /// from the pool: for the retry after a keep-alive race (see the module docs).
-    pub fn send_fresh(
+    /// [`Self::send`] on the connection `connection` says: [`Connection::New`] for the retry
+    /// after a keep-alive race (see the module docs).
+    pub fn send_on(
         &self,
         index: usize,
         req: Request<Body>,
+        connection: Connection,
     ) -> Result<
         impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
         BoxError,
     > {
-        self.send_on(&self.fresh, index, req)
+        let clients = match connection {
+            Connection::Pooled => &self.clients,
+            Connection::New => &self.fresh,
+        };
+        self.send_with(clients, index, req)
     }
 
-    fn send_on(
+    fn send_with(
         &self,
         clients: &[Client<Connector, Body>],
         index: usize,
@@ -213,6 +218,15 @@ impl UpstreamClient {
             Ok(response)
         })
     }
+}
+
+/// Which connection a request goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// An idle one from the pool if there is one, else a new one that joins the pool after.
+    Pooled,
+    /// A new one, closed after the response, never pooled.
+    New,
 }
 
 /// Whether `err` happened on a connection that had already carried a response: a pooled
@@ -312,7 +326,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn send_fresh_opens_a_connection_and_closes_it_after_the_response() {
+    async fn a_new_connection_is_opened_for_the_request_and_closed_after_it() {
         let (addr, mut closes) = origin(usize::MAX).await;
         let client = client(addr);
         let mut seen = Vec::new();
@@ -320,7 +334,14 @@ mod tests {
             seen.push(connection(client.send(0, get()).unwrap().await.unwrap()).await);
         }
         for _ in 0..3 {
-            let fresh = connection(client.send_fresh(0, get()).unwrap().await.unwrap()).await;
+            let fresh = connection(
+                client
+                    .send_on(0, get(), Connection::New)
+                    .unwrap()
+                    .await
+                    .unwrap(),
+            )
+            .await;
             assert!(!seen.contains(&fresh), "{fresh} was used before: {seen:?}");
             seen.push(fresh);
             let closed = tokio::time::timeout(Duration::from_secs(10), closes.recv()).await;
@@ -350,12 +371,19 @@ mod tests {
         let err = race.expect("no request reused a pooled connection in 50");
         assert!(on_reused_connection(&err), "{err:?}");
         // The retry's new connection answers.
-        connection(client.send_fresh(0, get()).unwrap().await.unwrap()).await;
+        connection(
+            client
+                .send_on(0, get(), Connection::New)
+                .unwrap()
+                .await
+                .unwrap(),
+        )
+        .await;
 
         // A first request on a new connection that the server closes is not the race.
         let (addr, _closes) = origin(0).await;
         let err = super::tests::client(addr)
-            .send_fresh(0, get())
+            .send_on(0, get(), Connection::New)
             .unwrap()
             .await
             .unwrap_err();
