@@ -250,7 +250,7 @@ pub type UpstreamResponse = Response<Incoming>;
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::time::Duration;
 
