@@ -15,6 +15,7 @@ mod memory;
 mod precompress;
 mod quick;
 mod reload;
+mod restart;
 mod upstream_tls;
 
 use std::path::Path;

@@ -32,6 +32,7 @@ mod routes;
 mod static_files;
 mod tls;
 mod upstream_faults;
+mod upstream_outage;
 mod upstream_tls;
 mod websocket;
 

@@ -6,7 +6,10 @@
 //! was sent yet (the body waits in a slot that the first attempt to read it empties), or it has
 //! no body and the connection never opened or the method is idempotent. Attempts are bounded by
 //! `retry.tries` and `retry.budget`; a timeout is not retried (504), and nothing is retried once a
-//! response has started.
+//! response has started. Apart from those tries, an idempotent request without a body that met
+//! the keep-alive race (the server closed a pooled connection as the request went out on it) is
+//! sent once more to the same server on a new connection, not counted as the server's failure.
+//! Which server each attempt goes to, panic routing included, is `sluice_upstream::group`'s.
 //!
 //! Upgrades (WebSocket and other protocols, HTTP/2 extended CONNECT included) are forwarded as
 //! `upgrade.rs` says; once the upstream switches, the exchange becomes a tunnel (`crate::features::tunnel`).
@@ -34,10 +37,10 @@ use sluice_config::{HostHeader, Proxy, Upstream, UpstreamAddress};
 use sluice_core::{Body, Error, ErrorKind, Side};
 use sluice_http::decompress;
 use sluice_http::headers;
-use sluice_upstream::client::{UpstreamClient, on_reused_connection};
+use sluice_upstream::client::{Connection, UpstreamClient, on_reused_connection};
 use sluice_upstream::health::active::address_label;
 use sluice_upstream::tls::tls_failure;
-use sluice_upstream::{Group, InFlight, PickContext};
+use sluice_upstream::{Group, InFlight, Peer, PickContext};
 
 use body::{BodyErrorReport, CountedDecode, IdleTimeout, Peeked, Stalled, Upload};
 use upgrade::Prepared;
@@ -180,30 +183,47 @@ impl ProxyHandler {
 
             let mut tried: Vec<usize> = Vec::new();
             let mut last_error = None;
+            // After a keep-alive race: the server to send the request to again, on a new
+            // connection (see below).
+            let mut again_on_new: Option<Arc<Peer>> = None;
             loop {
                 // One clock reading per attempt: the balancer's (passive health compares it with
                 // failure times), the send time the upstream's timing starts from, and the
                 // response timeout's start when there is no body to wait for.
                 let mut sent_at = Instant::now();
                 let started = *started.get_or_insert(sent_at);
-                let ctx = PickContext {
-                    client_ip: client.ip,
-                    uri: received_uri.as_ref().unwrap_or(&parts.uri),
-                    headers: &parts.headers,
+                let (peer, connection) = match again_on_new.take() {
+                    Some(peer) => (peer, Connection::New),
+                    None => {
+                        let ctx = PickContext {
+                            client_ip: client.ip,
+                            uri: received_uri.as_ref().unwrap_or(&parts.uri),
+                            headers: &parts.headers,
+                        };
+                        let Some(picked) = self.group.pick_at(&ctx, &tried, sent_at) else {
+                            self.metrics.no_peer_available();
+                            return Err(last_error.unwrap_or_else(|| {
+                                Error::new(
+                                    ErrorKind::BadGateway,
+                                    Side::Upstream,
+                                    format!(
+                                        "upstream `{}`: no server available",
+                                        self.group.name()
+                                    ),
+                                )
+                            }));
+                        };
+                        if picked.panic {
+                            self.metrics.panic_pick();
+                            let server = address_label(picked.peer.address());
+                            tracing::warn!(upstream = self.group.name(), %server, "every server is out after failures: trying the one out the longest (panic routing)");
+                        }
+                        if !tried.is_empty() {
+                            self.metrics.retry();
+                        }
+                        (picked.peer, Connection::Pooled)
+                    }
                 };
-                let Some(peer) = self.group.pick_at(&ctx, &tried, sent_at) else {
-                    self.metrics.no_peer_available();
-                    return Err(last_error.unwrap_or_else(|| {
-                        Error::new(
-                            ErrorKind::BadGateway,
-                            Side::Upstream,
-                            format!("upstream `{}`: no server available", self.group.name()),
-                        )
-                    }));
-                };
-                if !tried.is_empty() {
-                    self.metrics.retry();
-                }
                 let server_metrics = self.servers.get(peer.index());
                 let guard = self.admit(&peer, server_metrics).await?;
                 if peer.limit().is_some() {
@@ -219,17 +239,23 @@ impl ProxyHandler {
                     &peer,
                     host.as_ref(),
                 );
-                let sent = self.client.send(peer.index(), attempt).map_err(|e| {
-                    Error::new(
-                        ErrorKind::BadGateway,
-                        Side::Internal,
-                        "building the upstream request",
-                    )
-                    .with_source(e)
-                })?;
+                let sent = self
+                    .client
+                    .send_on(peer.index(), attempt, connection)
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::BadGateway,
+                            Side::Internal,
+                            "building the upstream request",
+                        )
+                        .with_source(e)
+                    })?;
                 match self.await_response(sent, sent_at, upload.as_deref()).await {
                     Ok(Ok(response)) => {
-                        peer.report_success();
+                        if peer.report_success(sent_at) {
+                            let server = address_label(peer.address());
+                            tracing::info!(upstream = self.group.name(), %server, "server back in: it answered a request panic routing sent it");
+                        }
                         let took = sent_at.elapsed();
                         timing.response_head = Some(took);
                         if let Some(m) = server_metrics {
@@ -262,26 +288,28 @@ impl ProxyHandler {
                     Ok(Err(err)) => {
                         let server = address_label(peer.address());
                         let tls = tls_failure(&err);
+                        if race_retry_left && on_reused_connection(&err) {
+                            // The keep-alive race: the server closed a pooled connection (at its
+                            // idle timeout) as the request went out on it. RFC 9112 §9.3.1: an
+                            // idempotent request may then be retried. Not the server's failure,
+                            // so passive health is not told and the attempt is counted apart.
+                            // One more try, on a NEW connection to the same server: the pool's
+                            // next idle connection has been idle as long and may be dead too.
+                            race_retry_left = false;
+                            if let Some(m) = server_metrics {
+                                m.request(UpstreamOutcome::KeepaliveClosed);
+                            }
+                            self.metrics.retry();
+                            tracing::info!(upstream = self.group.name(), %server, "a keep-alive connection closed under the request, retrying on a new connection: {}", error_chain(&err));
+                            again_on_new = Some(peer);
+                            continue;
+                        }
                         if let Some(m) = server_metrics {
                             m.request(match (tls, err.is_connect()) {
                                 (Some(_), _) => UpstreamOutcome::TlsError,
                                 (None, true) => UpstreamOutcome::ConnectError,
                                 (None, false) => UpstreamOutcome::Reset,
                             });
-                        }
-                        if race_retry_left && on_reused_connection(&err) {
-                            // The server closed a pooled connection as the request went out on
-                            // it (RFC 9112 §9.3.1: an idempotent request may then be retried).
-                            // Not the server's failure, so passive health is not told; one more
-                            // try, on whichever connection the pool gives next (a fresh one if
-                            // none is left).
-                            race_retry_left = false;
-                            if tried.is_empty() {
-                                // (Otherwise the next attempt counts itself, as every retry does.)
-                                self.metrics.retry();
-                            }
-                            tracing::info!(upstream = self.group.name(), %server, "a keep-alive connection closed under the request, retrying: {}", error_chain(&err));
-                            continue;
                         }
                         if peer.report_failure(Instant::now()) {
                             tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);

@@ -201,16 +201,21 @@ pub enum UpstreamOutcome {
     Reset,
     /// The server answered with a 5xx status.
     HttpError,
+    /// The keep-alive race: a kept-alive connection that had carried a response broke as the
+    /// request went out on it, the server having closed it at its idle timeout (RFC 9112
+    /// §9.3.1). Not the server's failure; the request goes again on a new connection.
+    KeepaliveClosed,
 }
 
 impl UpstreamOutcome {
-    pub const ALL: [UpstreamOutcome; 6] = [
+    pub const ALL: [UpstreamOutcome; 7] = [
         Self::Ok,
         Self::ConnectError,
         Self::TlsError,
         Self::Timeout,
         Self::Reset,
         Self::HttpError,
+        Self::KeepaliveClosed,
     ];
 
     /// The label value.
@@ -222,6 +227,7 @@ impl UpstreamOutcome {
             Self::Timeout => "timeout",
             Self::Reset => "reset",
             Self::HttpError => "http_error",
+            Self::KeepaliveClosed => "keepalive_closed",
         }
     }
 
@@ -310,6 +316,7 @@ impl Drop for InFlightGuard {
 pub struct UpstreamMetrics {
     pub(super) retries: Counter,
     pub(super) no_peer: Counter,
+    pub(super) panic_picks: Counter,
 }
 
 impl UpstreamMetrics {
@@ -321,6 +328,12 @@ impl UpstreamMetrics {
     /// The balancer found no usable server (all down or all excluded by earlier attempts).
     pub fn no_peer_available(&self) {
         self.no_peer.inc();
+    }
+
+    /// Every server that could take the request was out on passive health, and panic routing
+    /// sent it to the one out the longest (see `sluice_upstream::group`).
+    pub fn panic_pick(&self) {
+        self.panic_picks.inc();
     }
 }
 

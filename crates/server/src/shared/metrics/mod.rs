@@ -61,6 +61,7 @@ pub const UPSTREAM_REQUESTS_TOTAL: &str = "sluice_upstream_requests_total";
 pub const UPSTREAM_RETRIES_TOTAL: &str = "sluice_upstream_retries_total";
 pub const UPSTREAM_RESPONSE_BODY_ERRORS_TOTAL: &str = "sluice_upstream_response_body_errors_total";
 pub const UPSTREAM_NO_PEER_TOTAL: &str = "sluice_upstream_no_peer_total";
+pub const UPSTREAM_PANIC_PICKS_TOTAL: &str = "sluice_upstream_panic_picks_total";
 pub const UPSTREAM_SERVER_HEALTHY: &str = "sluice_upstream_server_healthy";
 pub const UPSTREAM_IN_FLIGHT: &str = "sluice_upstream_in_flight";
 pub const UPSTREAM_CONNECTIONS: &str = "sluice_upstream_connections";
@@ -146,6 +147,7 @@ pub struct Metrics {
     upstream_connections: Family<ServerLabels, Gauge>,
     upstream_retries: Family<UpstreamLabels, Counter>,
     upstream_no_peer: Family<UpstreamLabels, Counter>,
+    upstream_panic_picks: Family<UpstreamLabels, Counter>,
     connections_open: Family<ListenerLabels, Gauge>,
     connections: Family<ListenerLabels, Counter>,
     connections_parked: Family<ListenerLabels, Gauge>,
@@ -217,6 +219,11 @@ impl Metrics {
             r,
             UPSTREAM_NO_PEER_TOTAL,
             "Requests that found no usable server in the upstream group",
+        );
+        let upstream_panic_picks = register(
+            r,
+            UPSTREAM_PANIC_PICKS_TOTAL,
+            "Requests sent to the server out the longest because every server was out on passive health",
         );
         let upstream_healthy = register(
             r,
@@ -334,6 +341,7 @@ impl Metrics {
             upstream_connections,
             upstream_retries,
             upstream_no_peer,
+            upstream_panic_picks,
             connections_open,
             connections,
             connections_parked,
@@ -572,6 +580,7 @@ impl Metrics {
         UpstreamMetrics {
             retries: self.upstream_retries.get_or_create_owned(&labels),
             no_peer: self.upstream_no_peer.get_or_create_owned(&labels),
+            panic_picks: self.upstream_panic_picks.get_or_create_owned(&labels),
         }
     }
 

@@ -49,6 +49,7 @@ fn exercised() -> Arc<Metrics> {
     let upstream = m.upstream("app");
     upstream.retry();
     upstream.no_peer_available();
+    upstream.panic_pick();
     let compress = m.compress("api");
     compress.decided(sluice_http::compress_policy::Decision::Compress(
         sluice_core::ContentCoding::Br,
@@ -179,6 +180,7 @@ fn upstream_and_listener_series_have_their_labels() {
     let app = [("upstream", "app")];
     assert_eq!(sample(&text, UPSTREAM_RETRIES_TOTAL, &app), Some(1.0));
     assert_eq!(sample(&text, UPSTREAM_NO_PEER_TOTAL, &app), Some(1.0));
+    assert_eq!(sample(&text, UPSTREAM_PANIC_PICKS_TOTAL, &app), Some(1.0));
     let main = [("listener", "main")];
     assert_eq!(sample(&text, CONNECTIONS_OPEN, &main), Some(1.0));
     assert_eq!(sample(&text, CONNECTIONS_TOTAL, &main), Some(1.0));
