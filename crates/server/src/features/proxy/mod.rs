@@ -21,6 +21,7 @@
 mod admit;
 mod attempt;
 mod body;
+mod retry;
 mod rewrite;
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,7 @@ use sluice_upstream::tls::tls_failure;
 use sluice_upstream::{Group, InFlight, Peer, PickContext};
 
 use body::{BodyErrorReport, CountedDecode, IdleTimeout, Peeked, Stalled, Upload};
+use retry::{Failure, Forward, Ready, Retries};
 use upgrade::Prepared;
 
 use crate::features::upstreams::RunningUpstream;
@@ -118,7 +120,10 @@ impl ProxyHandler {
     }
 
     /// Forward `req`, noting in `timing` how long the upstream took; errors are for the pipeline
-    /// to turn into 502/504.
+    /// to turn into 502/504. In named steps: [`Self::prepare`] the request once, then per
+    /// attempt pick a server ([`Self::pick`]), send and wait, and either finish with its
+    /// response ([`Self::succeeded`]) or classify the failure ([`Self::classify`]) and let the
+    /// retry state ([`Retries`]) say whether another attempt follows.
     ///
     /// A plain function around an `async` block rather than an `async fn`: an `async fn` keeps
     /// its arguments in its future for its whole life (264 bytes of request here) beside the
@@ -130,99 +135,28 @@ impl ProxyHandler {
         req: Request<Body>,
         timing: &'a mut UpstreamTiming,
     ) -> impl Future<Output = Result<Response<Body>, Error>> + Send + 'a {
-        let (mut parts, mut body) = req.into_parts();
+        let (parts, body) = req.into_parts();
         async move {
             // Only a body can make this wait before the first pick; without one, the first
             // attempt's clock reading starts the retry budget too (one reading, not two).
-            let streamed = matches!(body, Body::Stream(_));
-            let mut started = streamed.then(Instant::now);
-            let mut switch = match upgrade::prepare(
-                &mut parts,
-                &self.route.upgrade.protocols,
-                !self.upstream.http2,
-            ) {
-                Prepared::Ordinary => None,
-                Prepared::Switch(switch) => Some(switch),
-                Prepared::Refused(response) => return Ok(response),
+            let started = matches!(body, Body::Stream(_)).then(Instant::now);
+            let mut req = match self.prepare(parts, body, &client).await? {
+                Ready::Forward(req) => req,
+                Ready::Answered(response) => return Ok(response),
             };
-            if streamed && body.size_hint().exact().is_none() {
-                body = self.settle_empty(&parts.method, body).await?;
-            }
-            if let Some(limits) = self.route.decompress_requests {
-                match self.decompressed(&mut parts.headers, body, limits) {
-                    Ok(decoded) => body = decoded,
-                    Err(refusal) => return Ok(*refusal),
-                }
-            }
-            if switch.is_none() {
-                body = self.buffered(body).await?;
-            }
-            let host = client_host(&parts);
-            // The balancer hashes the client's URI: kept apart only when the forwarded one
-            // differs (no copy otherwise).
-            let received_uri =
-                self.forwarded_head(&mut parts, &client, host.clone(), switch.as_ref());
-
-            // A streamed body goes into a slot that the first attempt to poll it empties: if an
-            // attempt fails before that, the body is still there for the next peer.
-            let body = match body {
-                Body::Empty => None,
-                streamed => Some(Arc::new(Mutex::new(Some(streamed)))),
-            };
-            let idempotent = parts.method.is_idempotent();
-            // Another attempt needs the head again; when none can follow (one try, or one server)
-            // the head is moved into the first attempt instead of cloned.
-            let tries = if self.group.peers().len() > 1 {
-                self.upstream.retry.tries
-            } else {
-                1
-            };
-            // A request that may meet a keep-alive race (below) keeps its head for one more try
-            // even when no other server could take it.
-            let mut race_retry_left = body.is_none() && idempotent;
-
-            let mut tried: Vec<usize> = Vec::new();
-            let mut last_error = None;
-            // After a keep-alive race: the server to send the request to again, on a new
-            // connection (see below).
-            let mut again_on_new: Option<Arc<Peer>> = None;
+            let mut retries = Retries::new(self, &req, started);
             loop {
                 // One clock reading per attempt: the balancer's (passive health compares it with
                 // failure times), the send time the upstream's timing starts from, and the
                 // response timeout's start when there is no body to wait for.
                 let mut sent_at = Instant::now();
-                let started = *started.get_or_insert(sent_at);
-                let (peer, connection) = match again_on_new.take() {
+                let started = retries.started(sent_at);
+                let (peer, connection) = match retries.again_on_new.take() {
                     Some(peer) => (peer, Connection::New),
-                    None => {
-                        let ctx = PickContext {
-                            client_ip: client.ip,
-                            uri: received_uri.as_ref().unwrap_or(&parts.uri),
-                            headers: &parts.headers,
-                        };
-                        let Some(picked) = self.group.pick_at(&ctx, &tried, sent_at) else {
-                            self.metrics.no_peer_available();
-                            return Err(last_error.unwrap_or_else(|| {
-                                Error::new(
-                                    ErrorKind::BadGateway,
-                                    Side::Upstream,
-                                    format!(
-                                        "upstream `{}`: no server available",
-                                        self.group.name()
-                                    ),
-                                )
-                            }));
-                        };
-                        if picked.panic {
-                            self.metrics.panic_pick();
-                            let server = address_label(picked.peer.address());
-                            tracing::warn!(upstream = self.group.name(), %server, "every server is out after failures: trying the one out the longest (panic routing)");
-                        }
-                        if !tried.is_empty() {
-                            self.metrics.retry();
-                        }
-                        (picked.peer, Connection::Pooled)
-                    }
+                    None => (
+                        self.pick(&client, &req, &mut retries, sent_at)?,
+                        Connection::Pooled,
+                    ),
                 };
                 let server_metrics = self.servers.get(peer.index());
                 let guard = self.admit(&peer, server_metrics).await?;
@@ -230,14 +164,13 @@ impl ProxyHandler {
                     // It may have waited in the server's `max_conns` queue.
                     sent_at = Instant::now();
                 }
-                let last_try = tried.len() as u32 + 1 >= tries && !race_retry_left;
                 let (attempt, upload) = self.attempt(
-                    &mut parts,
-                    last_try,
-                    body.as_ref(),
+                    &mut req.parts,
+                    retries.last_try(),
+                    req.body.as_ref(),
                     &client,
                     &peer,
-                    host.as_ref(),
+                    req.host.as_ref(),
                 );
                 let sent = self
                     .client
@@ -250,98 +183,210 @@ impl ProxyHandler {
                         )
                         .with_source(e)
                     })?;
-                match self.await_response(sent, sent_at, upload.as_deref()).await {
+                let err = match self.await_response(sent, sent_at, upload.as_deref()).await {
                     Ok(Ok(response)) => {
-                        if peer.report_success(sent_at) {
-                            let server = address_label(peer.address());
-                            tracing::info!(upstream = self.group.name(), %server, "server back in: it answered a request panic routing sent it");
-                        }
-                        let took = sent_at.elapsed();
-                        timing.response_head = Some(took);
-                        if let Some(m) = server_metrics {
-                            m.response_time(took);
-                            m.request(UpstreamOutcome::for_status(response.status()));
-                        }
-                        if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
-                            return match switch.take() {
-                                Some(switch) => self.switch(switch, response, guard),
-                                None => Err(Error::new(
-                                    ErrorKind::BadGateway,
-                                    Side::Upstream,
-                                    "the upstream switched protocols, which the request did not ask for",
-                                )),
-                            };
-                        }
-                        if let Some(switch) = &switch {
-                            upgrade::check_refusal(switch, response.status())?;
-                        }
-                        return Ok(self.response(response, guard, peer.index()));
+                        return self.succeeded(response, &mut req, &peer, sent_at, guard, timing);
                     }
-                    Ok(Err(err)) if self.body_refused(&err).is_some() => {
-                        // The client's body was a bomb, corrupt, too large, too slow or cut off:
-                        // its fault, not the server's: no failure counted, no retry.
-                        return Err(self.body_refused(&err).map_or_else(
-                            || Error::downstream(ErrorKind::BadRequest, "bad request body"),
-                            |refused| refused.with_source(err),
-                        ));
-                    }
-                    Ok(Err(err)) => {
-                        let server = address_label(peer.address());
-                        let tls = tls_failure(&err);
-                        if race_retry_left && on_reused_connection(&err) {
-                            // The keep-alive race: the server closed a pooled connection (at its
-                            // idle timeout) as the request went out on it. RFC 9112 §9.3.1: an
-                            // idempotent request may then be retried. Not the server's failure,
-                            // so passive health is not told and the attempt is counted apart.
-                            // One more try, on a NEW connection to the same server: the pool's
-                            // next idle connection has been idle as long and may be dead too.
-                            race_retry_left = false;
-                            if let Some(m) = server_metrics {
-                                m.request(UpstreamOutcome::KeepaliveClosed);
-                            }
-                            self.metrics.retry();
-                            tracing::info!(upstream = self.group.name(), %server, "a keep-alive connection closed under the request, retrying on a new connection: {}", error_chain(&err));
-                            again_on_new = Some(peer);
-                            continue;
-                        }
-                        if let Some(m) = server_metrics {
-                            m.request(match (tls, err.is_connect()) {
-                                (Some(_), _) => UpstreamOutcome::TlsError,
-                                (None, true) => UpstreamOutcome::ConnectError,
-                                (None, false) => UpstreamOutcome::Reset,
-                            });
-                        }
-                        if peer.report_failure(Instant::now()) {
-                            tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);
-                        }
-                        // The request can go elsewhere if nothing of it can have been acted on:
-                        // no byte of its body sent (whatever the method), or no body and either
-                        // the connection never opened or the method is idempotent.
-                        let safe = match &body {
-                            Some(slot) => slot.lock().map(|b| b.is_some()).unwrap_or(false),
-                            None => err.is_connect() || idempotent,
-                        };
-                        match tls {
-                            // The rustls error by its name (`UnknownIssuer`, `NotValidForName`...),
-                            // which is what to search for or compare with the server's certificate.
-                            Some(tls) => {
-                                tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream TLS handshake failed: {tls:?}: {}", error_chain(&err))
-                            }
-                            None => {
-                                tracing::warn!(upstream = self.group.name(), %server, retry = safe, "upstream request failed: {}", error_chain(&err))
-                            }
-                        }
-                        let error = self.attempt_error(err);
-                        tried.push(peer.index());
-                        let within_budget = started.elapsed() < self.upstream.retry.budget;
-                        if !(safe && within_budget && (tried.len() as u32) < tries) {
-                            return Err(error);
-                        }
-                        last_error = Some(error);
-                    }
+                    Ok(Err(err)) => err,
                     Err(timeout) => return Err(self.timed_out(timeout, &peer, server_metrics)),
+                };
+                match self.classify(err, &req, &peer, retries.race_retry_left) {
+                    Failure::ClientBody(error) => return Err(error),
+                    Failure::KeepaliveRace => {
+                        self.metrics.retry();
+                        retries.after_race(peer);
+                    }
+                    Failure::Server { error, retry_safe } => {
+                        retries.after_failure(peer.index(), error, retry_safe, started)?;
+                    }
                 }
             }
+        }
+    }
+
+    /// Everything done once per request before the first attempt: the upgrade check (a
+    /// refusal answers here), an empty streamed body settled as none, request decoding
+    /// (`decompress_requests`; a refusal answers here), a small body read whole, the head
+    /// forwarded (hop-by-hop fields, `X-Forwarded-*`, `Via`, edits, the path), and a streamed
+    /// body put in a slot that the first attempt to poll it empties (if an attempt fails before
+    /// that, the body is still there for the next server).
+    async fn prepare(
+        &self,
+        mut parts: http::request::Parts,
+        mut body: Body,
+        client: &Client,
+    ) -> Result<Ready, Error> {
+        let switch = match upgrade::prepare(
+            &mut parts,
+            &self.route.upgrade.protocols,
+            !self.upstream.http2,
+        ) {
+            Prepared::Ordinary => None,
+            Prepared::Switch(switch) => Some(switch),
+            Prepared::Refused(response) => return Ok(Ready::Answered(response)),
+        };
+        if matches!(body, Body::Stream(_)) && body.size_hint().exact().is_none() {
+            body = self.settle_empty(&parts.method, body).await?;
+        }
+        if let Some(limits) = self.route.decompress_requests {
+            match self.decompressed(&mut parts.headers, body, limits) {
+                Ok(decoded) => body = decoded,
+                Err(refusal) => return Ok(Ready::Answered(*refusal)),
+            }
+        }
+        if switch.is_none() {
+            body = self.buffered(body).await?;
+        }
+        let host = client_host(&parts);
+        // The balancer hashes the client's URI: kept apart only when the forwarded one
+        // differs (no copy otherwise).
+        let received_uri = self.forwarded_head(&mut parts, client, host.clone(), switch.as_ref());
+        let body = match body {
+            Body::Empty => None,
+            streamed => Some(Arc::new(Mutex::new(Some(streamed)))),
+        };
+        Ok(Ready::Forward(Forward {
+            parts,
+            body,
+            host,
+            received_uri,
+            switch,
+        }))
+    }
+
+    /// The server for the next attempt (not one already tried); none left is the last
+    /// attempt's error, or a 502 saying so. A panic pick (every server out after failures:
+    /// the one out the longest) is counted and logged.
+    fn pick(
+        &self,
+        client: &Client,
+        req: &Forward,
+        retries: &mut Retries,
+        now: Instant,
+    ) -> Result<Arc<Peer>, Error> {
+        let ctx = PickContext {
+            client_ip: client.ip,
+            uri: req.received_uri.as_ref().unwrap_or(&req.parts.uri),
+            headers: &req.parts.headers,
+        };
+        let Some(picked) = self.group.pick_at(&ctx, &retries.tried, now) else {
+            self.metrics.no_peer_available();
+            return Err(retries.last_error.take().unwrap_or_else(|| {
+                Error::new(
+                    ErrorKind::BadGateway,
+                    Side::Upstream,
+                    format!("upstream `{}`: no server available", self.group.name()),
+                )
+            }));
+        };
+        if picked.panic {
+            self.metrics.panic_pick();
+            let server = address_label(picked.peer.address());
+            tracing::warn!(upstream = self.group.name(), %server, "every server is out after failures: trying the one out the longest (panic routing)");
+        }
+        if !retries.tried.is_empty() {
+            self.metrics.retry();
+        }
+        Ok(picked.peer)
+    }
+
+    /// The attempt got a response head: the server's health, timing and outcome noted, then
+    /// the response forwarded (or, for a `101`, the tunnel opened).
+    fn succeeded(
+        &self,
+        response: Response<Incoming>,
+        req: &mut Forward,
+        peer: &Peer,
+        sent_at: Instant,
+        guard: InFlight,
+        timing: &mut UpstreamTiming,
+    ) -> Result<Response<Body>, Error> {
+        if peer.report_success(sent_at) {
+            let server = address_label(peer.address());
+            tracing::info!(upstream = self.group.name(), %server, "server back in: it answered a request panic routing sent it");
+        }
+        let took = sent_at.elapsed();
+        timing.response_head = Some(took);
+        if let Some(m) = self.servers.get(peer.index()) {
+            m.response_time(took);
+            m.request(UpstreamOutcome::for_status(response.status()));
+        }
+        if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+            return match req.switch.take() {
+                Some(switch) => self.switch(switch, response, guard),
+                None => Err(Error::new(
+                    ErrorKind::BadGateway,
+                    Side::Upstream,
+                    "the upstream switched protocols, which the request did not ask for",
+                )),
+            };
+        }
+        if let Some(switch) = &req.switch {
+            upgrade::check_refusal(switch, response.status())?;
+        }
+        Ok(self.response(response, guard, peer.index()))
+    }
+
+    /// What a failed attempt means, with its metrics and log line: the client's body at fault,
+    /// the keep-alive race, or the server's failure (told to passive health), and whether the
+    /// request may go to another server.
+    fn classify(
+        &self,
+        err: hyper_util::client::legacy::Error,
+        req: &Forward,
+        peer: &Peer,
+        race_retry_left: bool,
+    ) -> Failure {
+        if let Some(refused) = self.body_refused(&err) {
+            // The client's body was a bomb, corrupt, too large, too slow or cut off: its
+            // fault, not the server's: no failure counted, no retry.
+            return Failure::ClientBody(refused.with_source(err));
+        }
+        let server_metrics = self.servers.get(peer.index());
+        let server = address_label(peer.address());
+        if race_retry_left && on_reused_connection(&err) {
+            // The keep-alive race: the server closed a pooled connection (at its idle timeout)
+            // as the request went out on it. RFC 9112 §9.3.1: an idempotent request may then be
+            // retried. Not the server's failure, so passive health is not told and the attempt
+            // is counted apart. One more try, on a NEW connection to the same server: the
+            // pool's next idle connection has been idle as long and may be dead too.
+            if let Some(m) = server_metrics {
+                m.request(UpstreamOutcome::KeepaliveClosed);
+            }
+            tracing::info!(upstream = self.group.name(), %server, "a keep-alive connection closed under the request, retrying on a new connection: {}", error_chain(&err));
+            return Failure::KeepaliveRace;
+        }
+        let tls = tls_failure(&err);
+        if let Some(m) = server_metrics {
+            m.request(match (tls, err.is_connect()) {
+                (Some(_), _) => UpstreamOutcome::TlsError,
+                (None, true) => UpstreamOutcome::ConnectError,
+                (None, false) => UpstreamOutcome::Reset,
+            });
+        }
+        if peer.report_failure(Instant::now()) {
+            tracing::warn!(upstream = self.group.name(), %server, "server taken out after {} failure(s)", peer.config().max_fails);
+        }
+        // The request can go elsewhere if nothing of it can have been acted on: no byte of its
+        // body sent (whatever the method), or no body and either the connection never opened
+        // or the method is idempotent.
+        let retry_safe = match &req.body {
+            Some(slot) => slot.lock().map(|b| b.is_some()).unwrap_or(false),
+            None => err.is_connect() || req.parts.method.is_idempotent(),
+        };
+        match tls {
+            // The rustls error by its name (`UnknownIssuer`, `NotValidForName`...), which is
+            // what to search for or compare with the server's certificate.
+            Some(tls) => {
+                tracing::warn!(upstream = self.group.name(), %server, retry = retry_safe, "upstream TLS handshake failed: {tls:?}: {}", error_chain(&err))
+            }
+            None => {
+                tracing::warn!(upstream = self.group.name(), %server, retry = retry_safe, "upstream request failed: {}", error_chain(&err))
+            }
+        }
+        Failure::Server {
+            error: self.attempt_error(err),
+            retry_safe,
         }
     }
 
