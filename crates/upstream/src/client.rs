@@ -188,6 +188,3 @@ pub fn on_reused_connection(err: &legacy::Error) -> bool {
         .get::<ConnectionUses>()
         .is_some_and(|uses| uses.0.load(Ordering::Relaxed) > 0)
 }
-
-/// The response type the client yields.
-pub type UpstreamResponse = Response<Incoming>;
