@@ -78,7 +78,7 @@ proptest! {
             let strong_hit = EntityTags::new(list.as_bytes())
                 .any(|m| match m {
                     Member::Any => true,
-                    Member::Tag { weak, opaque } => !weak && opaque == ETAG.as_bytes(),
+                    Member::Tag(tag) => !tag.weak && tag.opaque == ETAG.as_bytes(),
                 });
             prop_assert_eq!(outcome == Precondition::Failed, !strong_hit, "If-Match {:?}", list);
         }
@@ -87,7 +87,7 @@ proptest! {
             let weak_hit = EntityTags::new(list.as_bytes())
                 .any(|m| match m {
                     Member::Any => true,
-                    Member::Tag { opaque, .. } => opaque == ETAG.as_bytes(),
+                    Member::Tag(tag) => tag.opaque == ETAG.as_bytes(),
                 });
             prop_assert_eq!(outcome == Precondition::NotModified, weak_hit, "If-None-Match {:?}", list);
         }
