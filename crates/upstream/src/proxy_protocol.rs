@@ -58,7 +58,6 @@ pub fn header(client: Option<ClientAddresses>) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn addresses(source: &str, destination: &str) -> ClientAddresses {

@@ -2,8 +2,6 @@
 //! panic; `If-None-Match` compares weakly (§13.1.2) and `If-Match` strongly (§13.1.1), whatever
 //! else the lists hold.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use std::time::{Duration, UNIX_EPOCH};
 
 use proptest::prelude::*;

@@ -140,8 +140,6 @@ fn ring(peers: &[Arc<Peer>]) -> Vec<Point> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use std::time::Instant;
 
     use http::{HeaderMap, HeaderValue, Uri};
