@@ -10,6 +10,11 @@
 //! extensions): requests of one client connection reuse upstream connections, and no connection
 //! ever carries another client's requests. Idle ones are closed after `keepalive.idle_timeout`
 //! like any other (HAProxy keeps such connections private to the client's session likewise).
+//!
+//! [`Connection::New`] sends on a connection opened for the request and never pooled
+//! (a second client whose pool is off): the retry after a keep-alive race
+//! ([`on_reused_connection`]) goes there, because the pool's next idle connection has been idle
+//! as long as the one that just died and may be closed by the server's same idle timeout.
 
 use std::time::Duration;
 
@@ -38,6 +43,9 @@ pub struct UpstreamClient {
     /// client per peer, because h2 sends the URI's authority as `:authority` and it must be the
     /// request's real host (RFC 9113 §8.3.1), not a pool key.
     clients: Vec<Client<Connector, Body>>,
+    /// The same, with the pool off (`pool_max_idle_per_host(0)`): every request on a new
+    /// connection, closed after its response.
+    fresh: Vec<Client<Connector, Body>>,
     http2: bool,
     /// The connector's handle, for its open-connection counts.
     connector: Connector,
@@ -83,15 +91,23 @@ impl UpstreamClient {
         let authorities = (0..config.servers.len())
             .filter_map(|i| Authority::try_from(peer_authority(i).as_str()).ok())
             .collect();
-        let clients = if config.http2 {
-            (0..config.servers.len())
-                .map(|i| builder.build(connector.for_peer(i)))
-                .collect()
-        } else {
-            vec![builder.build(connector.clone())]
-        };
+        let build =
+            |builder: &hyper_util::client::legacy::Builder| -> Vec<Client<Connector, Body>> {
+                if config.http2 {
+                    (0..config.servers.len())
+                        .map(|i| builder.build(connector.for_peer(i)))
+                        .collect()
+                } else {
+                    vec![builder.build(connector.clone())]
+                }
+            };
+        let clients = build(&builder);
+        // hyper-util turns its pool off when no idle connection may be kept.
+        builder.pool_max_idle_per_host(0);
+        let fresh = build(&builder);
         Ok(Self {
             clients,
+            fresh,
             http2: config.http2,
             connector,
             max_requests: config.keepalive.max_requests,
@@ -110,10 +126,41 @@ impl UpstreamClient {
         self.connector.open_connections(index)
     }
 
-    /// Send `req` (its URI in origin-form: path and query) to peer `index`. A PROXY protocol
-    /// group names the client of the request's [`ClientAddresses`] extension (none: `LOCAL`).
+    /// Send `req` (its URI in origin-form: path and query) to peer `index`, on a pooled
+    /// keep-alive connection when one is idle. A PROXY protocol group names the client of the
+    /// request's [`ClientAddresses`] extension (none: `LOCAL`).
     pub fn send(
         &self,
+        index: usize,
+        req: Request<Body>,
+    ) -> Result<
+        impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
+        BoxError,
+    > {
+        self.send_on(index, req, Connection::Pooled)
+    }
+
+    /// [`Self::send`] on the connection `connection` says: [`Connection::New`] for the retry
+    /// after a keep-alive race (see the module docs).
+    pub fn send_on(
+        &self,
+        index: usize,
+        req: Request<Body>,
+        connection: Connection,
+    ) -> Result<
+        impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
+        BoxError,
+    > {
+        let clients = match connection {
+            Connection::Pooled => &self.clients,
+            Connection::New => &self.fresh,
+        };
+        self.send_with(clients, index, req)
+    }
+
+    fn send_with(
+        &self,
+        clients: &[Client<Connector, Body>],
         index: usize,
         mut req: Request<Body>,
     ) -> Result<
@@ -134,16 +181,16 @@ impl UpstreamClient {
                 .get(http::header::HOST)
                 .and_then(|h| Authority::try_from(h.as_bytes()).ok())
                 .unwrap_or_else(|| Authority::from_static("localhost"));
-            (self.clients.get(index), Some(host))
+            (clients.get(index), Some(host))
         } else if let Some(client) = self
             .proxy_protocol
             .then(|| req.extensions().get::<ClientAddresses>())
             .flatten()
         {
             let authority = Authority::try_from(client_authority(index, client).as_str()).ok();
-            (self.clients.first(), authority)
+            (clients.first(), authority)
         } else {
-            (self.clients.first(), self.authorities.get(index).cloned())
+            (clients.first(), self.authorities.get(index).cloned())
         };
         let client =
             client.ok_or_else(|| BoxError::from(format!("no upstream peer number {index}")))?;
@@ -173,6 +220,15 @@ impl UpstreamClient {
     }
 }
 
+/// Which connection a request goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// An idle one from the pool if there is one, else a new one that joins the pool after.
+    Pooled,
+    /// A new one, closed after the response, never pooled.
+    New,
+}
+
 /// Whether `err` happened on a connection that had already carried a response: a pooled
 /// keep-alive connection the server closed while the request was on its way (RFC 9112 §9.3.1:
 /// a server may close an idle connection at any time, and the client only learns it once it
@@ -187,4 +243,145 @@ pub fn on_reused_connection(err: &legacy::Error) -> bool {
     extensions
         .get::<ConnectionUses>()
         .is_some_and(|uses| uses.0.load(Ordering::Relaxed) > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http_body_util::BodyExt;
+    use sluice_config::{UpstreamAddress, UpstreamServer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    /// Read one request head; `None` at the end of the stream.
+    async fn read_head(stream: &mut TcpStream) -> Option<()> {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if stream.read(&mut byte).await.ok()? == 0 {
+                return None;
+            }
+            head.push(byte[0]);
+        }
+        Some(())
+    }
+
+    /// A server that answers `answered` requests per connection `200` with the connection's
+    /// number (from 1) as the body, kept alive, then reads the next request and closes without
+    /// an answer: the server side of the keep-alive race. Sends each connection's number on
+    /// the channel when the client closed it.
+    async fn origin(answered: usize) -> (std::net::SocketAddr, mpsc::UnboundedReceiver<usize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (closed, closes) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok((mut stream, _)) = listener.accept().await {
+                n += 1;
+                let closed = closed.clone();
+                tokio::spawn(async move {
+                    for _ in 0..answered {
+                        if read_head(&mut stream).await.is_none() {
+                            let _ = closed.send(n);
+                            return;
+                        }
+                        let body = n.to_string();
+                        let ok = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(ok.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    let _ = read_head(&mut stream).await;
+                });
+            }
+        });
+        (addr, closes)
+    }
+
+    fn client(addr: std::net::SocketAddr) -> UpstreamClient {
+        let server = UpstreamServer::new(UpstreamAddress::Tcp(addr.to_string()));
+        UpstreamClient::new(&Upstream::new("app", vec![server]), None).unwrap()
+    }
+
+    fn get() -> Request<Body> {
+        Request::get("/").body(Body::Empty).unwrap()
+    }
+
+    /// The number of the connection that answered.
+    async fn connection(response: Response<Incoming>) -> usize {
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        std::str::from_utf8(&body).unwrap().parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_new_connection_is_opened_for_the_request_and_closed_after_it() {
+        let (addr, mut closes) = origin(usize::MAX).await;
+        let client = client(addr);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(connection(client.send(0, get()).unwrap().await.unwrap()).await);
+        }
+        for _ in 0..3 {
+            let fresh = connection(
+                client
+                    .send_on(0, get(), Connection::New)
+                    .unwrap()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert!(!seen.contains(&fresh), "{fresh} was used before: {seen:?}");
+            seen.push(fresh);
+            let closed = tokio::time::timeout(Duration::from_secs(10), closes.recv()).await;
+            assert_eq!(closed.unwrap(), Some(fresh), "closed, not pooled");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reused_connection_closed_under_the_request_is_told_apart() {
+        let (addr, _closes) = origin(1).await;
+        let client = client(addr);
+        // Sequential requests reuse the pooled connection once hyper-util has put it back,
+        // which it does in a task of its own: within a few requests one goes out on a
+        // connection that has answered before, and the server closes it under the request.
+        let mut race = None;
+        for _ in 0..50 {
+            match client.send(0, get()).unwrap().await {
+                Ok(response) => {
+                    connection(response).await;
+                }
+                Err(err) => {
+                    race = Some(err);
+                    break;
+                }
+            }
+        }
+        let err = race.expect("no request reused a pooled connection in 50");
+        assert!(on_reused_connection(&err), "{err:?}");
+        // The retry's new connection answers.
+        connection(
+            client
+                .send_on(0, get(), Connection::New)
+                .unwrap()
+                .await
+                .unwrap(),
+        )
+        .await;
+
+        // A first request on a new connection that the server closes is not the race.
+        let (addr, _closes) = origin(0).await;
+        let err = super::tests::client(addr)
+            .send_on(0, get(), Connection::New)
+            .unwrap()
+            .await
+            .unwrap_err();
+        assert!(!on_reused_connection(&err), "{err:?}");
+    }
 }

@@ -14,6 +14,6 @@ pub mod peer;
 pub mod proxy_protocol;
 pub mod tls;
 
-pub use group::{Group, PickContext};
+pub use group::{Group, PickContext, Picked};
 pub use limit::{ConnLimit, ConnSlot, QueueRefusal};
 pub use peer::{InFlight, Peer};

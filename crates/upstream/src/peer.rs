@@ -41,6 +41,14 @@ impl Peer {
         }
     }
 
+    /// Never take this peer out on passive failures (`max_fails` and `fail_timeout` ignored):
+    /// the group gives it for the only server of a group, which has nowhere else to send a
+    /// request (nginx's rule for a single server).
+    pub fn without_passive_health(mut self) -> Self {
+        self.passive = Passive::new(0, self.config.fail_timeout);
+        self
+    }
+
     /// Limit requests in progress on this peer (`max_conns`, see [`crate::limit`]).
     pub fn with_limit(mut self, limit: Option<ConnLimit>) -> Self {
         self.limit = limit;
@@ -104,9 +112,17 @@ impl Peer {
         self.passive.report_failure(now)
     }
 
-    /// Passive health: a request succeeded, so failures counted so far are forgotten.
-    pub fn report_success(&self) {
-        self.passive.report_success();
+    /// Passive health: a request sent at `sent` succeeded, so failures counted so far are
+    /// forgotten; one sent while the peer was out (by panic routing) also ends the ejection.
+    /// True when it did, so the caller logs the server's return once.
+    pub fn report_success(&self, sent: Instant) -> bool {
+        self.passive.report_success(sent)
+    }
+
+    /// When passive health took the peer out, if it is out at `now` (see [`crate::group`]'s
+    /// panic routing).
+    pub fn passively_out_since(&self, now: Instant) -> Option<Instant> {
+        self.passive.out_since(now)
     }
 
     /// Active health result: `false` takes the peer out until it is set `true` again. `true`
@@ -194,5 +210,15 @@ mod tests {
         let mut config = UpstreamServer::new(UpstreamAddress::Tcp("b:80".into()));
         config.down = true;
         assert!(!Peer::new(1, config).is_available(now));
+    }
+
+    #[test]
+    fn without_passive_health_failures_never_take_it_out() {
+        let p = Peer::new(0, UpstreamServer::new(UpstreamAddress::Tcp("a:80".into())))
+            .without_passive_health();
+        let now = Instant::now();
+        assert!((0..10).all(|_| !p.report_failure(now)));
+        assert!(p.is_available(now + Duration::from_secs(1)));
+        assert_eq!(p.passively_out_since(now), None);
     }
 }

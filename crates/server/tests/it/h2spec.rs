@@ -1,20 +1,24 @@
 //! HTTP/2 conformance: the h2spec suite (every test of it) against an h2c listener and a TLS
 //! listener, several runs in a row each, since a failure that shows once in a few runs is a
-//! failure (the stream races behind `sluice::unread_body` did exactly that).
+//! failure (the stream races behind `sluice_server::pipeline::unread_body` did exactly that).
 //!
 //! h2spec is a Go program:
-//! `go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible` (`.ci/run` does it
-//! when it is missing). It is looked up in `$H2SPEC`, then `PATH`, then
-//! `$HOME/go/bin`; without it the test fails saying how to install it.
+//! `go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible` (`scripts/test`
+//! does it when it is missing). It is found by `sluice_testkit::external::require` (`$H2SPEC`,
+//! `PATH`, Go's install directories); without it the suite says so loudly and is skipped, or
+//! fails under `SLUICE_TEST_STRICT=1`, which `scripts/test` sets.
 //!
 //! The h2c listener speaks only HTTP/2: h2spec 3.5/2 sends `INVALID CONNECTION PREFACE` and
 //! expects the connection closed, which on a port that also speaks HTTP/1.1 is HTTP/1.1 garbage
-//! and is answered 400 (see `sluice::h2c`).
+//! and is answered 400 (see `sluice_server::net::h2c`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use sluice_testkit::start_toml_in;
+use sluice_testkit::{external, start_toml_in};
+
+/// How to install h2spec (no go.mod, so its v2 tags are `+incompatible` versions).
+const INSTALL: &str = "go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible";
 
 /// Runs of the whole suite per listener.
 const RUNS: usize = 5;
@@ -38,7 +42,9 @@ static = { root = "public" }
 
 #[tokio::test]
 async fn h2spec_passes_every_test_on_h2c_and_tls() {
-    let h2spec = find_h2spec();
+    let Some(h2spec) = external::require("h2spec", INSTALL) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     crate::write_files(dir.path(), &[("public/index.html", b"<p>hello</p>\n")]);
     let server = start_toml_in(dir.path(), CONFIG).await;
@@ -58,23 +64,6 @@ async fn h2spec_passes_every_test_on_h2c_and_tls() {
             );
         }
     }
-}
-
-/// h2spec's binary, or a failure that says how to install it.
-fn find_h2spec() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut candidates = std::env::var_os("H2SPEC")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(std::env::split_paths(&path).map(|dir| dir.join("h2spec")))
-        .chain(std::env::var_os("HOME").map(|home| Path::new(&home).join("go/bin/h2spec")));
-    let found = candidates.find(|path| path.is_file());
-    found.unwrap_or_else(|| {
-        panic!(
-            "h2spec not found (in $H2SPEC, PATH or $HOME/go/bin). Install it with Go: \
-             go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible (.ci/run does)"
-        )
-    })
 }
 
 struct Outcome {

@@ -5,22 +5,20 @@
 // allow-*-in-tests does not reach.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod bench;
 mod cache;
-mod cli;
 mod compress;
 mod decompress;
+mod docs_paths;
 mod h2spec;
 mod hostile;
 mod http2;
+mod layers;
 mod lifecycle;
 mod limits;
 mod listeners;
-mod memory;
 mod metrics;
 mod parking;
 mod paths;
-mod precompress;
 mod proxy;
 mod proxy_protocol;
 mod proxy_protocol_listener;
@@ -32,6 +30,7 @@ mod routes;
 mod static_files;
 mod tls;
 mod upstream_faults;
+mod upstream_outage;
 mod upstream_tls;
 mod websocket;
 

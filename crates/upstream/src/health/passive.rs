@@ -12,8 +12,15 @@
 //!   then succeeds clears the count, but the peer still sits out the rest of its `fail_timeout`.
 //!
 //! One difference: a failure reported while the peer is already out (a request that was in
-//! flight when it was ejected) is ignored rather than extending the ejection, so a peer is out for
-//! exactly `fail_timeout` from the failure that took it out.
+//! flight when it was ejected, or one [panic routing](crate::group) sent to it) is ignored
+//! rather than extending the ejection, so a peer is out for exactly `fail_timeout` from the
+//! failure that took it out.
+//!
+//! And one addition, for panic routing (the group sends requests to a peer that is out when every
+//! peer is): a success of a request *sent while the peer was out* ends the ejection at once. That
+//! request could only get there by panic routing, and its answer is as good a proof that the
+//! server is back as an active check's; without it, every request would keep going to the one
+//! peer panic routing chose until the others' `fail_timeout` ran out.
 //!
 //! The pick path only reads one atomic (`out_until`); the counting itself sits behind a mutex,
 //! taken on failures and on the first success after a failure, which are rare by comparison.
@@ -96,14 +103,33 @@ impl Passive {
         true
     }
 
-    /// A request succeeded: forget the failures counted so far.
-    pub fn report_success(&self) {
+    /// A request sent at `sent` succeeded: forget the failures counted so far; and if the peer
+    /// was already out when it was sent (only panic routing sends such requests), end the
+    /// ejection. True when it ended one.
+    pub fn report_success(&self, sent: Instant) -> bool {
+        if self.out_since(sent).is_some_and(|since| since <= sent) {
+            self.reset();
+            return true;
+        }
         if !self.dirty.load(Ordering::Relaxed) {
-            return;
+            return false;
         }
         let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
         window.fails = 0;
         self.dirty.store(false, Ordering::Relaxed);
+        false
+    }
+
+    /// When the ejection that keeps the peer out at `now` began; `None` when it is not out.
+    /// Panic routing sends a request to the peer out the longest (the earliest of these).
+    pub fn out_since(&self, now: Instant) -> Option<Instant> {
+        let until = self.out_until.load(Ordering::Acquire);
+        if until == 0 || self.nanos(now) >= until {
+            return None;
+        }
+        let timeout = u64::try_from(self.fail_timeout.as_nanos()).unwrap_or(u64::MAX);
+        let since = Duration::from_nanos(until.saturating_sub(timeout));
+        Some(self.epoch.checked_add(since).unwrap_or(self.epoch))
     }
 
     /// Forget failures and end an ejection: an active health check just proved the peer well.
@@ -199,7 +225,7 @@ mod tests {
     fn success_resets_the_count() {
         let (p, t0) = passive(2, 10);
         assert!(!p.report_failure(t0));
-        p.report_success();
+        assert!(!p.report_success(t0));
         assert!(
             !p.report_failure(t0 + SECOND),
             "count restarted at the success"
@@ -219,16 +245,49 @@ mod tests {
         assert!(p.is_out(back + SECOND));
 
         let back = back + 11 * SECOND;
-        p.report_success();
+        assert!(!p.report_success(back));
         assert!(!p.report_failure(back), "a success ended the probation");
         assert!(!p.is_out(back));
     }
 
     #[test]
-    fn success_during_ejection_does_not_end_it() {
+    fn success_of_a_request_sent_before_the_ejection_does_not_end_it() {
         let (p, t0) = passive(1, 10);
-        assert!(p.report_failure(t0));
-        p.report_success();
+        assert!(p.report_failure(t0 + SECOND));
+        assert!(
+            !p.report_success(t0),
+            "sent before the failure that took it out"
+        );
         assert!(p.is_out(t0 + 5 * SECOND));
+    }
+
+    #[test]
+    fn success_of_a_request_sent_while_out_ends_the_ejection() {
+        // Only panic routing sends a request to a peer that is out; its success proves the
+        // server back.
+        let (p, t0) = passive(2, 10);
+        p.report_failure(t0);
+        assert!(p.report_failure(t0 + SECOND));
+        assert!(p.report_success(t0 + 2 * SECOND));
+        assert!(!p.is_out(t0 + 2 * SECOND));
+        assert_eq!(p.out_since(t0 + 2 * SECOND), None);
+        assert!(
+            !p.report_failure(t0 + 3 * SECOND),
+            "the count was cleared: max_fails failures again to take it out"
+        );
+    }
+
+    #[test]
+    fn out_since_is_when_the_ejection_began() {
+        let (p, t0) = passive(1, 10);
+        assert_eq!(p.out_since(t0), None, "never out");
+        assert!(p.report_failure(t0 + 3 * SECOND));
+        let since = p.out_since(t0 + 4 * SECOND);
+        assert_eq!(since.map(|s| s.duration_since(t0)), Some(3 * SECOND));
+        assert_eq!(
+            p.out_since(t0 + 13 * SECOND + Duration::from_millis(1)),
+            None,
+            "back"
+        );
     }
 }
