@@ -210,7 +210,6 @@ pub fn origin_name(i: usize) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

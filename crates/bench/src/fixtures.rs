@@ -249,7 +249,6 @@ pub fn decode(encoding: Option<&str>, data: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -38,7 +38,6 @@ pub fn current_thread(cpus: &[usize]) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -254,7 +254,6 @@ fn clock_ticks_per_sec() -> f64 {
 }
 
 #[cfg(test)]
-#[allow(clippy::panic)]
 mod tests {
     use super::*;
     use std::io::{BufRead, BufReader};

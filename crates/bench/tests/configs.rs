@@ -7,7 +7,10 @@
 //!
 //! The cached scenarios' sluice configs (`[caches.*]`, a route's `cache`) have a test of their
 //! own, [`cached_sluice_configs_load`]: it fails until sluice-config knows the cache.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+// Helper functions of this test crate are outside #[test] functions, where clippy.toml's
+// allow-*-in-tests does not reach.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::net::SocketAddr;
 use std::path::Path;

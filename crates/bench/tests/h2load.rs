@@ -1,7 +1,9 @@
 //! The h2load adapter's parser on saved real outputs (see tests/data/README.md for how each was
 //! made), and one live run against the demo origin when h2load is installed.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+// Helper functions of this test crate are outside #[test] functions, where clippy.toml's
+// allow-*-in-tests does not reach.
+#![allow(clippy::panic)]
 
 use std::path::PathBuf;
 

@@ -7,8 +7,6 @@
 //! `UPDATE_GOLDEN=1 cargo test -p sluice-bench --test report` rewrites tests/golden/report.md;
 //! review the diff before committing it.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -1,7 +1,5 @@
 //! Tests of [`super`]: parts, URI order, escaping, references and origins.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use super::*;
 use http::HeaderValue;
 

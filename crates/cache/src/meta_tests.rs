@@ -1,7 +1,5 @@
 //! Tests of [`super`]: round trips, and every malformed blob is an error, never a panic.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use super::*;
 use http::header;
 

@@ -247,8 +247,6 @@ fn normalise_line(line: &[u8], out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::panic)]
-
     use super::*;
     use http::HeaderValue;
 

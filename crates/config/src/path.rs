@@ -113,7 +113,6 @@ impl fmt::Display for KeyPath {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -10,8 +10,6 @@
 //! known at run time, and shrinking the tape still shrinks the document (a shorter tape gives
 //! fewer tables and keys).
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use std::path::Path;
 
 use proptest::prelude::*;

@@ -203,7 +203,6 @@ pub(crate) fn name_hint<'a>(word: &str, candidates: &[&'a str]) -> (Option<&'a s
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 

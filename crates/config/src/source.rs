@@ -179,7 +179,6 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -155,7 +155,6 @@ fn unknown_unit(text: &str, digits: &str, unit: &str) -> UnitError {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

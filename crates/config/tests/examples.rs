@@ -1,8 +1,6 @@
 //! Every TOML file in the workspace's `examples/` directory must validate: they are what people
 //! copy, and the documentation points at them.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::PathBuf;
 
 #[test]

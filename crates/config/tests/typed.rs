@@ -4,7 +4,9 @@
 //! `typed/cache.rs`, rate limits in `typed/rate_limit.rs`, a proxy's
 //! upgrades (WebSocket) in `typed/upgrade.rs`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Helper functions of this test crate are outside #[test] functions, where clippy.toml's
+// allow-*-in-tests does not reach.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::fs;
 use std::path::Path;

@@ -55,12 +55,11 @@ pub enum ErrorKind {
     Io,
 }
 
-/// A failure with its kind, side, whether retrying on another peer may help, and a cause.
+/// A failure with its kind, side and cause.
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
     side: Side,
-    retryable: bool,
     message: String,
     source: Option<BoxError>,
 }
@@ -71,7 +70,6 @@ impl Error {
         Self {
             kind,
             side,
-            retryable: false,
             message: message.into(),
             source: None,
         }
@@ -93,22 +91,12 @@ impl Error {
         self
     }
 
-    /// Mark whether the request may be retried on another peer.
-    pub fn retryable(mut self, retryable: bool) -> Self {
-        self.retryable = retryable;
-        self
-    }
-
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 
     pub fn side(&self) -> Side {
         self.side
-    }
-
-    pub fn is_retryable(&self) -> bool {
-        self.retryable
     }
 
     pub fn message(&self) -> &str {

@@ -231,8 +231,6 @@ pub fn find(buf: &[u8]) -> Option<InFile> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use std::io::Write;
 
     use super::*;

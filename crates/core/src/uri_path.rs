@@ -91,11 +91,6 @@ pub fn normalize(path: &str) -> Result<Cow<'_, str>, PathError> {
     })
 }
 
-/// Whether `path` is its own normal form.
-pub fn is_normalized(path: &str) -> bool {
-    matches!(normalize(path), Ok(Cow::Borrowed(_)))
-}
-
 fn has_dot_segment(path: &str) -> bool {
     path.split('/').any(|s| s == "." || s == "..")
 }

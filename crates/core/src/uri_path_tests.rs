@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used)]
-
 use proptest::prelude::*;
 
 use super::*;
@@ -29,7 +27,6 @@ fn normal_paths_come_back_borrowed() {
             matches!(normalize(path), Ok(Cow::Borrowed(p)) if p == path),
             "{path}"
         );
-        assert!(is_normalized(path), "{path}");
     }
 }
 

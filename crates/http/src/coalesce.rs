@@ -190,8 +190,6 @@ where
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::panic)]
-
     use std::convert::Infallible;
 
     use futures_util::future::poll_fn;

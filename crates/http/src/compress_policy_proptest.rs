@@ -3,8 +3,6 @@
 //! (an offered coding, a status with content, no existing coding, no `no-transform`), and the
 //! header changes leave a valid, weak (or no) `ETag` and exactly one `Accept-Encoding` in `Vary`.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use proptest::prelude::*;
 
 use super::*;

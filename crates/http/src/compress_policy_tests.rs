@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used)]
-
 use super::*;
 
 fn request(accept: Option<&'static str>) -> HeaderMap {

@@ -224,7 +224,6 @@ pub fn merge_cookies(headers: &mut HeaderMap) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn typed(content_type: &'static str) -> HeaderMap {

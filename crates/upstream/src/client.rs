@@ -245,13 +245,8 @@ pub fn on_reused_connection(err: &legacy::Error) -> bool {
         .is_some_and(|uses| uses.0.load(Ordering::Relaxed) > 0)
 }
 
-/// The response type the client yields.
-pub type UpstreamResponse = Response<Incoming>;
-
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use std::time::Duration;
 
     use http_body_util::BodyExt;

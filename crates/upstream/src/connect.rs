@@ -395,7 +395,6 @@ impl AsyncWrite for Io {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -163,8 +163,6 @@ impl Group {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use std::time::Duration;
 
     use sluice_config::{BalancePolicy, UpstreamServer};

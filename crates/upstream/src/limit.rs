@@ -110,7 +110,6 @@ impl Drop for QueuePlace<'_> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn limit(per_server: u32, queue_size: u32, timeout_ms: u64) -> ConnLimit {

@@ -11,8 +11,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-/// The 12-byte signature every v2 header starts with (§2.2).
-pub const SIGNATURE: [u8; 12] = *b"\r\n\r\n\0\r\nQUIT\n";
+use sluice_core::proxy_protocol::V2_SIGNATURE;
 
 /// The addresses of the client's connection: where it came from and where it connected to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,7 +23,7 @@ pub struct ClientAddresses {
 /// The v2 header for a relayed client connection, or `LOCAL` for `None`.
 pub fn header(client: Option<ClientAddresses>) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + 36);
-    out.extend_from_slice(&SIGNATURE);
+    out.extend_from_slice(&V2_SIGNATURE);
     let Some(client) = client else {
         // Version 2, command LOCAL; family UNSPEC; no addresses.
         out.extend_from_slice(&[0x20, 0x00, 0x00, 0x00]);
@@ -59,7 +58,6 @@ pub fn header(client: Option<ClientAddresses>) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn addresses(source: &str, destination: &str) -> ClientAddresses {
@@ -72,7 +70,7 @@ mod tests {
     #[test]
     fn ipv4_layout() {
         let h = header(Some(addresses("192.0.2.1:56324", "10.0.0.1:443")));
-        assert_eq!(&h[..12], &SIGNATURE);
+        assert_eq!(&h[..12], &V2_SIGNATURE);
         assert_eq!(h[12..16], [0x21, 0x11, 0, 12]);
         assert_eq!(h[16..20], [192, 0, 2, 1]);
         assert_eq!(h[20..24], [10, 0, 0, 1]);

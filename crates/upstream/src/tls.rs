@@ -285,7 +285,6 @@ pub fn tls_failure<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

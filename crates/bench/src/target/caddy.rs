@@ -261,7 +261,6 @@ fn encode(compress: Option<Compression>) -> Result<String, StartError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use crate::target::test_support::*;

@@ -213,7 +213,6 @@ pub fn config(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use crate::target::test_support::*;

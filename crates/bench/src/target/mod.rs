@@ -22,7 +22,6 @@ pub mod varnish;
 
 /// What the config generators' unit tests share: a scenario by name, a context of fixed paths.
 #[cfg(test)]
-#[allow(clippy::panic)]
 pub(crate) mod test_support {
     use super::Context;
     use crate::scenario::{self, Scenario};
@@ -232,7 +231,6 @@ impl Origins {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

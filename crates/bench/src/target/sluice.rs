@@ -163,7 +163,6 @@ fn push_compress(toml: &mut String, compress: Option<Compression>) {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use crate::scenario;

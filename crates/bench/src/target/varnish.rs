@@ -182,7 +182,6 @@ pub fn vcl(scenario: &Scenario, origins: &Origins) -> Result<String, StartError>
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use crate::scenario;

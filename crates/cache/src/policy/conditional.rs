@@ -15,6 +15,7 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderMap, HeaderName};
 use http::{HeaderValue, Method};
+use sluice_core::etag::{EntityTag, EntityTags, Member};
 
 use super::CDN_CACHE_CONTROL;
 use super::freshness::{date_value, http_date, parse_date};
@@ -32,7 +33,7 @@ use crate::meta::Meta;
 pub fn revalidation_headers(meta: &Meta) -> HeaderMap {
     let mut out = HeaderMap::new();
     if let Some(etag) = meta.headers.get(header::ETAG)
-        && entity_tag(etag.as_bytes()).is_some()
+        && EntityTag::parse(etag.as_bytes()).is_some()
     {
         out.insert(header::IF_NONE_MATCH, etag.clone());
     }
@@ -120,9 +121,9 @@ fn selects(meta: &Meta, resp: &HeaderMap) -> bool {
     let stored_tag = meta
         .headers
         .get(header::ETAG)
-        .and_then(|v| entity_tag(v.as_bytes()));
+        .and_then(|v| EntityTag::parse(v.as_bytes()));
     if let Some(new_tag) = resp.get(header::ETAG) {
-        let new_tag = entity_tag(new_tag.as_bytes());
+        let new_tag = EntityTag::parse(new_tag.as_bytes());
         return matches!((stored_tag, new_tag), (Some(s), Some(n)) if s.opaque == n.opaque);
     }
     if resp.contains_key(header::LAST_MODIFIED) {
@@ -148,11 +149,11 @@ pub fn client_not_modified(meta: &Meta, method: &Method, req_headers: &HeaderMap
         let stored = meta
             .headers
             .get(header::ETAG)
-            .and_then(|v| entity_tag(v.as_bytes()));
+            .and_then(|v| EntityTag::parse(v.as_bytes()));
         return req_headers
             .get_all(header::IF_NONE_MATCH)
             .iter()
-            .flat_map(|line| EntityTags(line.as_bytes()))
+            .flat_map(|line| EntityTags::new(line.as_bytes()))
             .any(|member| match member {
                 Member::Any => true,
                 Member::Tag(tag) => stored.is_some_and(|s| s.opaque == tag.opaque),
@@ -192,59 +193,4 @@ pub fn not_modified_headers(meta: &Meta) -> HeaderMap {
         copy(header::LAST_MODIFIED);
     }
     out
-}
-
-/// One `entity-tag` (RFC 9110 §8.8.3): `[ "W/" ] DQUOTE *etagc DQUOTE`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct EntityTag<'a> {
-    /// Quotes included. Every comparison here is weak (§8.8.3.2: opaque-tags only), so the
-    /// `W/` prefix is not kept.
-    opaque: &'a [u8],
-}
-
-/// A whole field value that is one entity tag.
-fn entity_tag(value: &[u8]) -> Option<EntityTag<'_>> {
-    let mut tags = EntityTags(value);
-    match (tags.next(), tags.0.trim_ascii().is_empty()) {
-        (Some(Member::Tag(tag)), true) => Some(tag),
-        _ => None,
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Member<'a> {
-    Any,
-    Tag(EntityTag<'a>),
-}
-
-/// The members of `If-None-Match = "*" / #entity-tag`. Not split on commas first: a comma is
-/// a valid `etagc`. Stops at the first malformed member.
-struct EntityTags<'a>(&'a [u8]);
-
-impl<'a> Iterator for EntityTags<'a> {
-    type Item = Member<'a>;
-
-    fn next(&mut self) -> Option<Member<'a>> {
-        let start = self
-            .0
-            .iter()
-            .position(|b| !matches!(b, b' ' | b'\t' | b','))?;
-        let rest = self.0.get(start..)?;
-        if let Some(after) = rest.strip_prefix(b"*") {
-            self.0 = after;
-            return Some(Member::Any);
-        }
-        let tag = rest.strip_prefix(b"W/").unwrap_or(rest);
-        let close = tag
-            .strip_prefix(b"\"")
-            .and_then(|inner| inner.iter().position(|&b| b == b'"'));
-        let Some((opaque, after)) =
-            close.and_then(|c| Some((tag.get(..c + 2)?, tag.get(c + 2..)?)))
-        else {
-            self.0 = &[];
-            return None;
-        };
-        self.0 = after;
-        Some(Member::Tag(EntityTag { opaque }))
-    }
 }

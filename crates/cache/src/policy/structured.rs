@@ -221,8 +221,6 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::panic)]
-
     use super::*;
     use SfValue::{Boolean, Integer, Other};
 

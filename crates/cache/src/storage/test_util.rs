@@ -1,6 +1,5 @@
 //! Helpers the tiers' tests share: ids, bodies with a recognisable pattern, writing an object in
 //! chunks, reading a body back whatever its form, and a listener that records evictions.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io;
 use std::sync::{Arc, Mutex};

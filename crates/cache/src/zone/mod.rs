@@ -333,10 +333,5 @@ impl Zone {
     }
 }
 
-/// Bytes of a stored object's meta, for tests.
-pub fn encode_meta(meta: &Meta) -> Bytes {
-    meta.encode()
-}
-
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,10 @@
 //! The `sluice` binary's tests: each runs the binary cargo built (`CARGO_BIN_EXE_sluice`) as a
 //! user would, with real sockets on 127.0.0.1 and real clients. What the server does is tested
 //! in `crates/server/tests/it`, on the library.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+
+// Helper functions of this test crate are outside #[test] functions, where clippy.toml's
+// allow-*-in-tests does not reach.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod bench;
 mod cli;

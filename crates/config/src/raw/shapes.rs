@@ -217,7 +217,6 @@ impl<'de> Deserialize<'de> for RawUpstreamServer {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use serde::Deserialize;

@@ -151,7 +151,6 @@ fn host_port(t: &str) -> Result<UpstreamAddress, Rejection> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 

@@ -58,7 +58,6 @@ fn covers(wildcard: IpAddr, other: IpAddr) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

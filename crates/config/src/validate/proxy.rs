@@ -350,7 +350,6 @@ fn header_name(text: &str, request: bool) -> Result<HeaderName, Rejection> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -199,7 +199,6 @@ fn reachable(strip: &str, route: &PathMatch) -> Result<(), Rejection> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

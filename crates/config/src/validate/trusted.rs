@@ -79,7 +79,6 @@ fn parse(text: &str) -> Result<IpNet, Rejection> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

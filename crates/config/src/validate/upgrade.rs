@@ -107,7 +107,6 @@ fn protocol_name(written: &str) -> Result<String, (String, String)> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -284,7 +284,6 @@ pub(super) fn max_conns(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawUpstream) -> M
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -204,7 +204,6 @@ fn example(kind: &str) -> &'static str {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,7 +1,6 @@
 //! Unit tests for [`super::Encoder`]: levels, flush, finish, zstd window, whole bodies.
 
 // Test code: a failed unwrap is a failed test.
-#![allow(clippy::unwrap_used)]
 
 use std::io::Read;
 

@@ -37,7 +37,6 @@ pub fn compress_whole(coding: Compression, level: Option<i32>, data: &[u8]) -> i
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::io::Read;
 

@@ -5,7 +5,6 @@
 //! strategy with a worse ratio (zlib-rs 1, or 4–6 on the JSON, or 9), whatever the timings.
 
 // Test code: a failed unwrap is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};

@@ -6,8 +6,6 @@
 //! Input sizes are bounded by the strategies and every loop here by a count, so a decoder that
 //! stops making progress fails the test instead of hanging it.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};

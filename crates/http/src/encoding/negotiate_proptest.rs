@@ -3,8 +3,6 @@
 //! coding or identity; a well-formed list is decided as RFC 9110 §12.5.3 says, whatever its
 //! spelling (case, whitespace, q-value digits) and however it is split into field lines (§5.3).
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use proptest::prelude::*;
 use proptest::sample::subsequence;
 

@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use super::*;
 use ContentCoding::{Br, Deflate, Gzip, Identity, Zstd};
 

@@ -21,8 +21,8 @@ use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue};
 use httpdate::HttpDate;
 
-use super::etag::{EntityTags, Member};
 use sluice_core::ContentCoding;
+use sluice_core::etag::{EntityTags, Member};
 
 /// The validators of one version of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,10 +161,7 @@ fn list_matches(headers: &HeaderMap, name: HeaderName, etag: &str, weak: bool) -
     headers.get_all(name).iter().any(|value| {
         EntityTags::new(value.as_bytes()).any(|member| match member {
             Member::Any => true,
-            Member::Tag {
-                weak: is_weak,
-                opaque,
-            } => (weak || !is_weak) && opaque == etag.as_bytes(),
+            Member::Tag(tag) => (weak || !tag.weak) && tag.opaque == etag.as_bytes(),
         })
     })
 }

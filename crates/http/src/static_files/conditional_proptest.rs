@@ -2,8 +2,6 @@
 //! panic; `If-None-Match` compares weakly (§13.1.2) and `If-Match` strongly (§13.1.1), whatever
 //! else the lists hold.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use std::time::{Duration, UNIX_EPOCH};
 
 use proptest::prelude::*;
@@ -78,7 +76,7 @@ proptest! {
             let strong_hit = EntityTags::new(list.as_bytes())
                 .any(|m| match m {
                     Member::Any => true,
-                    Member::Tag { weak, opaque } => !weak && opaque == ETAG.as_bytes(),
+                    Member::Tag(tag) => !tag.weak && tag.opaque == ETAG.as_bytes(),
                 });
             prop_assert_eq!(outcome == Precondition::Failed, !strong_hit, "If-Match {:?}", list);
         }
@@ -87,7 +85,7 @@ proptest! {
             let weak_hit = EntityTags::new(list.as_bytes())
                 .any(|m| match m {
                     Member::Any => true,
-                    Member::Tag { opaque, .. } => opaque == ETAG.as_bytes(),
+                    Member::Tag(tag) => tag.opaque == ETAG.as_bytes(),
                 });
             prop_assert_eq!(outcome == Precondition::NotModified, weak_hit, "If-None-Match {:?}", list);
         }

@@ -19,9 +19,10 @@
 //!    pool): canonicalise, contain symlinks, directory -> 301 to add `/` or its index file,
 //!    open, `fstat` once; then one `lstat` per accepted coding until a sidecar (`app.js.br`
 //!    beside the canonical `app.js`, not older than it) is found.
-//! 3. `conditional.rs` (with `etag.rs` for entity-tag lists): validators and RFC 9110 §13.2.2
-//!    preconditions: 412 or 304. The ETag is nginx's strong `"<mtime secs hex>-<size hex>"`: it
-//!    changes when the file's mtime or size changes; a sidecar's adds its coding (`"…-br"`).
+//! 3. `conditional.rs` (entity-tag lists read by `sluice_core::etag`): validators and RFC 9110
+//!    §13.2.2 preconditions: 412 or 304. The ETag is nginx's strong
+//!    `"<mtime secs hex>-<size hex>"`: it changes when the file's mtime or size changes; a
+//!    sidecar's adds its coding (`"…-br"`).
 //! 4. `range.rs`: `Range` (GET only) with `If-Range`: 206, 416, or the whole file.
 //! 5. `body.rs`: the bytes, read whole up to 256 KiB or streamed in 64 KiB frames. A file of
 //!    up to 256 KiB is read on the lookup's trip to the blocking pool (step 2) when the memory
@@ -57,7 +58,6 @@
 mod body;
 mod cache;
 mod conditional;
-mod etag;
 mod head;
 mod path;
 mod precompressed;

@@ -3,8 +3,6 @@
 //! decided as §14.1.1–§14.1.3 say, with the choices documented in `range.rs` (`bytes=-0` and
 //! several ranges ignored, a suffix of an empty representation answered with all of it).
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use proptest::prelude::*;
 
 use super::*;

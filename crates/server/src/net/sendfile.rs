@@ -163,8 +163,6 @@ fn more() -> MsgFlags {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use std::collections::VecDeque;
     use std::io::{Seek, SeekFrom, Write};
 

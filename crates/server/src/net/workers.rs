@@ -191,7 +191,6 @@ fn single_threaded() -> std::io::Result<Runtime> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -179,8 +179,6 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use http_body_util::{BodyExt, Empty};
     use hyper_util::client::legacy::Client;
     use hyper_util::client::legacy::connect::HttpConnector;

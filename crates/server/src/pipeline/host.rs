@@ -65,7 +65,6 @@ fn strip_port(host: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn req(uri: &str, host: Option<&str>) -> Request<()> {

@@ -50,7 +50,6 @@ pub fn redirect(redirect: &Redirect, uri: &http::Uri, host: Option<&str>) -> Res
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

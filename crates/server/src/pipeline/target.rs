@@ -44,7 +44,6 @@ pub fn normalize<B>(req: &mut Request<B>) -> Result<(), PathError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn normalized(uri: &str) -> (String, Option<String>) {

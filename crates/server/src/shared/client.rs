@@ -97,7 +97,6 @@ fn forwarded_ip(item: &str) -> Option<IpAddr> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn trusted(nets: &[&str]) -> TrustedProxies {

@@ -72,7 +72,6 @@ pub fn has_token(headers: &http::HeaderMap, name: header::HeaderName, token: &st
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn request(version: http::Version, headers: &[(&str, &str)]) -> Request<()> {

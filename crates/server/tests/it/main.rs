@@ -1,11 +1,9 @@
 //! sluice's integration tests: real sockets on 127.0.0.1 port 0, real TLS, real clients
 //! (reqwest, curl, raw TCP for what no well-behaved client sends).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+
+// Helper functions of this test crate are outside #[test] functions, where clippy.toml's
+// allow-*-in-tests does not reach.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cache;
 mod compress;

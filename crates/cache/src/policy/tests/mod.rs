@@ -1,8 +1,6 @@
 //! Tests of the RFC 9111 rules, one file per area, each test named after the section it
 //! checks (`s4_2_1_...` is RFC 9111 §4.2.1; other RFCs are named in full).
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 mod conditional;
 mod directives;
 mod evaluate;

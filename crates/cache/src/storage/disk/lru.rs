@@ -214,8 +214,6 @@ impl Lru {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use super::{Entry, Lru};
     use crate::storage::test_util::id;
 

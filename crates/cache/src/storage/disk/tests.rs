@@ -1,6 +1,5 @@
 //! The disk tier's tests of normal operation: round trips, streaming, refusals, the budget,
 //! restarts, meta updates, replacement and removal. Damage and failures: `tests_damage.rs`.
-#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 

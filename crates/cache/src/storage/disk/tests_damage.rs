@@ -1,7 +1,6 @@
 //! The disk tier's tests of damage and failure: leftovers of a crash, foreign, corrupted and
 //! truncated files (at start-up and when a read finds them), and a cache directory removed from
 //! under an open storage. None may panic or serve a broken object.
-#![allow(clippy::unwrap_used)]
 
 use std::fs::{self, OpenOptions};
 

@@ -1,5 +1,4 @@
 //! The memory tier's tests: round trips, refusals, the budget and its evictions, meta updates.
-#![allow(clippy::unwrap_used)]
 
 use bytes::Bytes;
 

@@ -1,6 +1,5 @@
 //! The tiered storage's tests: where writes land, promotion, which evictions reach the zone, and
 //! that the tiers never disagree about an object.
-#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
 

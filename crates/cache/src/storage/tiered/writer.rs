@@ -33,18 +33,18 @@ impl TeeWriter {
 
     async fn write_both(&mut self, chunk: Bytes) -> io::Result<()> {
         let mut last_err = None;
-        if let Some(memory) = &mut self.memory {
-            if let Err(err) = memory.write(chunk.clone()).await {
-                self.memory = None;
-                last_err = Some(err);
-            }
+        if let Some(memory) = &mut self.memory
+            && let Err(err) = memory.write(chunk.clone()).await
+        {
+            self.memory = None;
+            last_err = Some(err);
         }
-        if let Some(disk) = &mut self.disk {
-            if let Err(err) = disk.write(chunk).await {
-                tracing::warn!(%err, "disk cache: write failed, object not stored on disk");
-                self.disk = None;
-                last_err = Some(err);
-            }
+        if let Some(disk) = &mut self.disk
+            && let Err(err) = disk.write(chunk).await
+        {
+            tracing::warn!(%err, "disk cache: write failed, object not stored on disk");
+            self.disk = None;
+            last_err = Some(err);
         }
         match (&self.memory, &self.disk, last_err) {
             (None, None, Some(err)) => Err(err),

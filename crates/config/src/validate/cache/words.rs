@@ -221,7 +221,6 @@ fn quoted(words: &[&str]) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -141,7 +141,6 @@ impl http_body::Body for Window {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use http_body_util::BodyExt;
 

@@ -3,8 +3,6 @@
 //! `Content-Range` names and a `Content-Length` that counts them (RFC 9110 §14.4, §15.3.7), a 416
 //! says `bytes */len` with no body (§15.5.17), and anything else leaves the 200 untouched.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 

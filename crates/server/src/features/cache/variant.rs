@@ -96,7 +96,6 @@ fn variant_etag(etag: &HeaderValue, coding: ContentCoding) -> Option<HeaderValue
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -204,7 +204,6 @@ pub fn fastest_level(algorithm: Compression) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// Feed `readings` (percent) from `state` against `max` percent; the steps after each.

@@ -436,7 +436,6 @@ impl Drop for Metered {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use http_body_util::BodyExt;
 

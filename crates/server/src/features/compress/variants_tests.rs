@@ -1,8 +1,6 @@
 //! Unit tests for the variant store (made once per key, collapsed, bounded) and for the
 //! responses served from it (headers of the fly plus a length, HEAD, what does not qualify).
 
-#![allow(clippy::unwrap_used)]
-
 use http::{HeaderMap, StatusCode};
 use sluice_config::Compress;
 

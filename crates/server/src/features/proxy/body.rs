@@ -541,7 +541,6 @@ impl http_body::Body for Whole {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use http_body_util::{BodyExt, StreamBody};

@@ -72,7 +72,6 @@ pub(super) fn rewrite(target: &PathAndQuery, rewrite: &PathRewrite) -> Option<Pa
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

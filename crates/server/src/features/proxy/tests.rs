@@ -1,8 +1,6 @@
 //! Unit tests of the proxy handler alone, against a demo origin on port 0: what it notes for
 //! the request context. Forwarding itself is tested end to end in `tests/it/proxy.rs`.
 
-#![allow(clippy::unwrap_used, clippy::panic)]
-
 use std::path::Path;
 
 use http::Request;

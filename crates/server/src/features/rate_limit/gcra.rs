@@ -67,7 +67,6 @@ pub fn retry_after_secs(wait: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::panic)]
     use super::*;
 
     const MS: u64 = 1_000_000;

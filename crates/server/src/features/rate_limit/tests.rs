@@ -3,8 +3,6 @@
 //! `gcra.rs` with made-up clocks; here the rates are slow enough (one an hour) that no token
 //! comes back while a test runs.
 
-#![allow(clippy::unwrap_used)]
-
 use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;
 use std::time::Duration;

@@ -158,7 +158,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Stamped<T> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -3,16 +3,24 @@
 //! Hand-written rather than taken from a crate: the formats are small and fixed, and the
 //! connection code needs one specific answer from a partial buffer (done, need more, or
 //! invalid, decided as early as possible so a plain HTTP client is refused on its first bytes).
-//! `ppp`, the usual crate, is not in this build's registry either.
+//!
+//! Why not `ppp` (2.3.0, the usual crate, on crates.io): its `HeaderResult::parse` does answer on
+//! partial buffers without consuming them (`PartialResult::is_incomplete`), and it refuses HTTP,
+//! TLS and garbage on their first bytes as this parser does. Run against this file's tests it
+//! fails two: it refuses a valid v1 header cut right after a field's space (`PROXY TCP4 1.2.3.4
+//! 5.6.7.8 1111 ` is "invalid destination port", not "need more": the empty last field is parsed
+//! before the line is complete), so a header split by TCP at that byte drops a good connection;
+//! and it accepts a `+` before a v1 port (`+1`, through `u16::from_str`), which the spec's
+//! digits-only grammar forbids. Both hold in 2.3.0, the newest release (checked with a scratch
+//! crate running these cases through `HeaderResult::parse`).
 //!
 //! Spec: <https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt>
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-/// The v2 signature: chosen by the spec so that it can never start a v1 header or an HTTP,
-/// TLS or SSH client's first bytes.
-pub const V2_SIGNATURE: [u8; 12] = *b"\r\n\r\n\0\r\nQUIT\n";
+/// The v2 signature, shared with the header `sluice-upstream` sends.
+pub use sluice_core::proxy_protocol::V2_SIGNATURE;
 /// The longest v1 line, CRLF included (section 2.1 of the spec).
 pub const V1_MAX_LEN: usize = 107;
 const V1_PREFIX: &[u8] = b"PROXY ";
