@@ -1,45 +1,23 @@
-//! The sluice server: listeners, TLS, connection serving, routing and the request pipeline, plus
-//! the command-line interface of the `sluice` binary.
+//! The sluice server: listeners, TLS, connection serving, routing and the request pipeline.
+//! The `sluice` binary and its commands are the `sluice` crate (`crates/cli`).
 //!
-//! Start reading at [`server::start`] (how a config becomes running listeners), then
-//! [`conn`] (one connection) and [`pipeline`] (one request).
+//! Four layers, each a folder, each importing only the ones below it (`tests/it/layers.rs` checks
+//! the `use` lines; the crate README draws it):
+//! - [`ops`]: the running server: start-up, reload and shutdown ([`ops::running::start`]), the
+//!   process's lifecycle, the admin listener;
+//! - [`net`]: connections, from the accepted socket to a request ([`net::conn`]);
+//! - [`pipeline`]: one request, the only place that orders its phases ([`pipeline::Pipeline`]);
+//! - [`features`]: what routes do: proxy, tunnels, cache, compression, rate limits;
+//!
+//! and [`shared`] beneath them all: the request's client, metrics, the CPU sampler, the upgrade
+//! link.
 
-pub mod access_log;
-pub mod admin;
-pub mod cache;
-pub mod cert;
-pub mod cli;
-pub mod client;
-pub mod compress;
-pub mod conn;
-pub mod context;
-pub mod cpu;
-pub mod h1;
-pub mod h2c;
-pub mod host;
-pub mod idle;
-pub mod lifecycle;
-pub mod limits;
-pub mod metrics;
-pub mod observe;
+pub mod features;
+pub mod net;
+pub mod ops;
 pub mod pipeline;
-pub mod precompress;
-pub mod preface;
-pub mod proxy;
-pub mod proxy_protocol;
-pub mod rate_limit;
-pub mod responses;
-pub mod router;
-pub mod sendfile;
-pub mod server;
-pub mod target;
-pub mod tls;
-pub mod tunnel;
-pub mod unread_body;
-pub mod upstreams;
-pub mod workers;
-mod write_through;
+pub mod shared;
 
-pub use server::{
+pub use ops::running::{
     BoundListener, Changes, ReloadSummary, RunningServer, StartError, start, start_on,
 };

@@ -10,9 +10,10 @@ use std::sync::Once;
 use std::time::Duration;
 
 pub mod independent;
+pub mod recording;
 
 pub use reqwest;
-use sluice::RunningServer;
+use sluice_server::RunningServer;
 
 /// A running sluice with its config directory.
 pub struct TestServer {
@@ -44,7 +45,7 @@ pub async fn start_toml_in(dir: &Path, toml: &str) -> TestServer {
 
 /// Start sluice from a typed config.
 pub async fn start_config(config: &sluice_config::Config, dir: &Path) -> TestServer {
-    let server = sluice::start(config).await.unwrap();
+    let server = sluice_server::start(config).await.unwrap();
     TestServer {
         server: Some(server),
         dir: dir.to_path_buf(),
@@ -75,14 +76,14 @@ impl TestServer {
     }
 
     /// Write `toml` as `dir/sluice.toml` and reload it as SIGHUP does
-    /// ([`sluice::lifecycle::reload`]: validated as `sluice check` does, then put in force).
+    /// ([`sluice_server::ops::lifecycle::reload`]: validated as `sluice check` does, then put in force).
     pub async fn reload_toml(
         &self,
         toml: &str,
-    ) -> Result<sluice::ReloadSummary, sluice::lifecycle::ReloadRefused> {
+    ) -> Result<sluice_server::ReloadSummary, sluice_server::ops::lifecycle::ReloadRefused> {
         let path = self.dir.join("sluice.toml");
         std::fs::write(&path, toml).unwrap();
-        sluice::lifecycle::reload(self.running(), &path)
+        sluice_server::ops::lifecycle::reload(self.running(), &path)
             .await
             .map(|(_, summary)| summary)
     }

@@ -539,58 +539,6 @@ async fn routes_without_compress_are_untouched() {
     assert!(body == page(), "the page was changed");
 }
 
-#[tokio::test]
-async fn quick_commands_take_compress_and_decompress_requests_flags() {
-    use crate::cli::{spawn_listening, terminate};
-    let temp = tempfile::tempdir().unwrap();
-    write_files(temp.path(), &[("site/page.html", &page())]);
-    let root = temp.path().join("site");
-    let (files, files_addr) = spawn_listening(&[
-        "file-server",
-        "--root",
-        root.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--compress",
-    ]);
-    let url = format!("http://{files_addr}/page.html");
-    let (_, h, body) = get(&url, &[("accept-encoding", "br")]).await;
-    assert_eq!(h["content-encoding"], "br");
-    assert!(independent::decode("br", &body) == page());
-
-    let origin = sluice_testkit::start_origin(None).await;
-    let (proxy, proxy_addr) = spawn_listening(&[
-        "reverse-proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--to",
-        &origin.addr.to_string(),
-        "--compress",
-        "--decompress-requests",
-    ]);
-    let json = br#"{"hello":"world"}"#.repeat(100);
-    let resp = client(Offer::Http1)
-        .post(format!("http://{proxy_addr}/reqinfo"))
-        .header("content-encoding", "gzip")
-        .header("accept-encoding", "gzip")
-        .body(gzip(&json))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.headers()["content-encoding"], "gzip");
-    let info = independent::decode("gzip", &resp.bytes().await.unwrap());
-    let info: serde_json::Value = serde_json::from_slice(&info).unwrap();
-    assert_eq!(info["body_length"], json.len(), "{info}");
-
-    for child in [files, proxy] {
-        assert!(
-            tokio::task::spawn_blocking(move || terminate(child))
-                .await
-                .unwrap()
-        );
-    }
-}
-
 /// The head of a raw HTTP/1.1 exchange, lower-cased, without the body.
 async fn raw_head(addr: SocketAddr, method: &str, path: &str) -> String {
     let request = format!(

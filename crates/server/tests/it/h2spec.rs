@@ -1,6 +1,6 @@
 //! HTTP/2 conformance: the h2spec suite (every test of it) against an h2c listener and a TLS
 //! listener, several runs in a row each, since a failure that shows once in a few runs is a
-//! failure (the stream races behind `sluice::unread_body` did exactly that).
+//! failure (the stream races behind `sluice_server::pipeline::unread_body` did exactly that).
 //!
 //! h2spec is a Go program:
 //! `go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible` (`.ci/run` does it
@@ -9,7 +9,7 @@
 //!
 //! The h2c listener speaks only HTTP/2: h2spec 3.5/2 sends `INVALID CONNECTION PREFACE` and
 //! expects the connection closed, which on a port that also speaks HTTP/1.1 is HTTP/1.1 garbage
-//! and is answered 400 (see `sluice::h2c`).
+//! and is answered 400 (see `sluice_server::net::h2c`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

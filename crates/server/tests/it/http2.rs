@@ -1,6 +1,6 @@
 //! HTTP/2 behaviour that h2spec checks too (`h2spec.rs`), pinned here without its races: the
-//! preface on cleartext ports (`sluice::h2c`), and a request whose rest arrives after the
-//! response was sent (`sluice::unread_body`), driven frame by frame over raw TCP.
+//! preface on cleartext ports (`sluice_server::net::h2c`), and a request whose rest arrives after the
+//! response was sent (`sluice_server::pipeline::unread_body`), driven frame by frame over raw TCP.
 
 use std::net::SocketAddr;
 use std::time::Duration;

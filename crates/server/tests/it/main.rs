@@ -7,22 +7,20 @@
     clippy::indexing_slicing
 )]
 
-mod bench;
 mod cache;
-mod cli;
 mod compress;
 mod decompress;
+mod docs_paths;
 mod h2spec;
 mod hostile;
 mod http2;
+mod layers;
 mod lifecycle;
 mod limits;
 mod listeners;
-mod memory;
 mod metrics;
 mod parking;
 mod paths;
-mod precompress;
 mod proxy;
 mod proxy_protocol;
 mod proxy_protocol_listener;

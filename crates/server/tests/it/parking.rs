@@ -1,4 +1,4 @@
-//! Idle connections give their buffers back and carry on (`crates/server/src/h1.rs`,
+//! Idle connections give their buffers back and carry on (`crates/server/src/net/h1.rs`,
 //! `docs/performance.md` "Memory"): an HTTP/1.1 connection idle for a second between requests
 //! is parked (`sluice_connections_parked` counts it), over TLS too, and its next request, or
 //! requests pipelined in one write, are answered in order; an idle HTTP/2 connection still
@@ -243,7 +243,7 @@ async fn an_idle_http2_connection_answers_ping_and_serves_its_next_stream() {
 
     // Idle past the time after which an HTTP/1.1 connection would be parked: the condition
     // under test, not a synchronisation.
-    tokio::time::sleep(sluice::h1::PARK_AFTER * 2).await;
+    tokio::time::sleep(sluice_server::net::h1::PARK_AFTER * 2).await;
     let ping = frame(PING, 0, 0, b"idle-ok!");
     stream.write_all(&ping).await.unwrap();
     assert_eq!(

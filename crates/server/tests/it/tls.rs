@@ -70,8 +70,8 @@ async fn sni_picks_the_certificate_for_the_requested_host() {
         ("api", "api.example.test"),
         ("wild", "x.wild.test"),
     ] {
-        let cert = sluice::cert::generate(&[host.to_string()]).unwrap();
-        sluice::cert::write_files(&cert, &dir.join(name)).unwrap();
+        let cert = sluice_server::net::cert::generate(&[host.to_string()]).unwrap();
+        sluice_server::net::cert::write_files(&cert, &dir.join(name)).unwrap();
     }
     let server = start_toml_in(
         dir,
@@ -136,8 +136,8 @@ pub(crate) async fn peer_certificate(addr: std::net::SocketAddr, sni: &str) -> V
 async fn a_client_resumes_its_session_with_a_ticket() {
     use rustls::HandshakeKind;
     let temp = tempfile::tempdir().unwrap();
-    let dev = sluice::cert::generate(&["localhost".to_string()]).unwrap();
-    sluice::cert::write_files(&dev, temp.path()).unwrap();
+    let dev = sluice_server::net::cert::generate(&["localhost".to_string()]).unwrap();
+    sluice_server::net::cert::write_files(&dev, temp.path()).unwrap();
     let server = start_toml_in(
         temp.path(),
         r#"

@@ -1,5 +1,5 @@
 //! CPU-adaptive compression (`max_cpu`) end to end. The CPU readings come from the server's test
-//! hook ([`sluice::RunningServer::sample_cpu_for_tests`]), one sample per call, so the test
+//! hook ([`sluice_server::RunningServer::sample_cpu_for_tests`]), one sample per call, so the test
 //! needs no load and no waiting: above the limit the proxied response goes to gzip's fastest
 //! level, then to identity (with `Vary` still there), while a static file's stored variant
 //! goes on being served; when the load falls it climbs back, and `/metrics` follows each step.
@@ -107,12 +107,12 @@ async fn compression_steps_down_to_identity_above_max_cpu_and_back_when_calm() {
     assert_eq!(text_encoding(&server).await, None);
 
     // Calm samples in a row: one step back up per stretch.
-    for _ in 0..sluice::compress::CALM_SAMPLES {
+    for _ in 0..sluice_server::features::compress::CALM_SAMPLES {
         running.sample_cpu_for_tests(5);
     }
     assert_eq!(text_encoding(&server).await, gzip);
     assert_eq!(level(&crate::scrape_metrics(&server).await, "api"), 1.0);
-    for _ in 0..sluice::compress::CALM_SAMPLES {
+    for _ in 0..sluice_server::features::compress::CALM_SAMPLES {
         running.sample_cpu_for_tests(5);
     }
     assert_eq!(text_encoding(&server).await, gzip);

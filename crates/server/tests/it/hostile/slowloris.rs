@@ -142,7 +142,7 @@ async fn p99(server: &TestServer, n: usize) -> f64 {
 
 /// Measurement, not a check: p99 of normal requests alone, then with 1,000 slowloris
 /// connections held (each reconnects when the server closes it, so the load stays at 1,000).
-/// `cargo test -p sluice --test it slowloris_p99 -- --ignored --nocapture`
+/// `cargo test -p sluice-server --test it slowloris_p99 -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run with --ignored --nocapture (docs/operations.md)"]
 async fn slowloris_p99_measurement() {

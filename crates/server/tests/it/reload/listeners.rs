@@ -35,8 +35,8 @@ async fn a_reload_rotates_the_certificate_for_new_handshakes() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path();
     let write = |host: &str| {
-        let cert = sluice::cert::generate(&[host.to_string()]).unwrap();
-        sluice::cert::write_files(&cert, &dir.join("tls")).unwrap();
+        let cert = sluice_server::net::cert::generate(&[host.to_string()]).unwrap();
+        sluice_server::net::cert::write_files(&cert, &dir.join("tls")).unwrap();
         leaf_of(&dir.join("tls/cert.pem"))
     };
     let first = write("first.test");
@@ -61,8 +61,8 @@ async fn a_reload_rotates_the_certificate_for_new_handshakes() {
 async fn an_unreadable_certificate_refuses_the_reload_and_the_old_one_serves() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path();
-    let cert = sluice::cert::generate(&["one.test".to_string()]).unwrap();
-    sluice::cert::write_files(&cert, &dir.join("tls")).unwrap();
+    let cert = sluice_server::net::cert::generate(&["one.test".to_string()]).unwrap();
+    sluice_server::net::cert::write_files(&cert, &dir.join("tls")).unwrap();
     let toml = TLS_CONFIG;
     let server = start_toml_in(dir, toml).await;
     let addr = server.first_addr();

@@ -71,10 +71,10 @@ servers = [{servers}]
 }
 
 /// Write certificate `n` (of two) as the listener's files; returns its DER leaf.
-fn rotate(dir: &Path, certs: &[sluice::cert::DevCertificate; 2], n: usize) -> Vec<u8> {
+fn rotate(dir: &Path, certs: &[sluice_server::net::cert::DevCertificate; 2], n: usize) -> Vec<u8> {
     use rustls_pki_types::pem::PemObject;
     let cert = &certs[n % 2];
-    sluice::cert::write_files(cert, &dir.join("tls")).unwrap();
+    sluice_server::net::cert::write_files(cert, &dir.join("tls")).unwrap();
     rustls_pki_types::CertificateDer::pem_slice_iter(cert.chain_pem.as_bytes())
         .next()
         .unwrap()
@@ -107,7 +107,8 @@ async fn twenty_reloads_under_load_fail_no_request() {
     let b = start_origin(Some("b")).await;
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().to_path_buf();
-    let certs = ["one.test", "two.test"].map(|h| sluice::cert::generate(&[h.into()]).unwrap());
+    let certs =
+        ["one.test", "two.test"].map(|h| sluice_server::net::cert::generate(&[h.into()]).unwrap());
     rotate(&dir, &certs, 0);
     let server = Arc::new(start_toml_in(&dir, &version(0, a.addr, b.addr)).await);
     let (plain, tls) = (server.addr("plain"), server.addr("tls"));

@@ -2,11 +2,10 @@
 //! too) while requests in flight finish on the old one; a bad config is refused and the old one
 //! goes on serving; sockets, unchanged upstream pools, cache entries and metrics survive;
 //! certificates are read again. Through the library call SIGHUP makes
-//! (`sluice::lifecycle::reload`), and through the binary (`process.rs`).
+//! (`sluice_server::ops::lifecycle::reload`), and through the binary (`process.rs`).
 
 mod listeners;
 mod load;
-mod process;
 mod serving;
 mod state;
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sluice::lifecycle::ReloadRefused;
+use sluice_server::ops::lifecycle::ReloadRefused;
 use sluice_testkit::{Offer, client, start_origin, start_toml};
 
 use super::{KeepAlive, respond_config};

@@ -38,7 +38,7 @@ pub struct Pki {
 impl Pki {
     pub fn new() -> Self {
         let hosts = ["localhost", "127.0.0.1", "api.internal"].map(String::from);
-        let server = sluice::cert::generate(&hosts).unwrap();
+        let server = sluice_server::net::cert::generate(&hosts).unwrap();
         let server_chain = CertificateDer::pem_slice_iter(server.chain_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .unwrap();

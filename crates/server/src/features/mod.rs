@@ -1,0 +1,16 @@
+//! What a route does beyond routing: the reverse proxy (`proxy/`) and its upstream groups
+//! (`upstreams.rs`), upgraded connections spliced (`tunnel/`), the response cache's place in
+//! the request (`cache/`), compression (`compress/`) and per-client rate limits
+//! (`rate_limit/`).
+//!
+//! Features are called by the pipeline and return responses or errors; they may import only
+//! `shared` (and each other), never the pipeline that calls them, the connection layer or `ops`
+//! (`tests/it/layers.rs`). Error pages are the pipeline's: a feature returns a
+//! `sluice_core::Error`, and the pipeline writes its status (`Error::status`).
+
+pub mod cache;
+pub mod compress;
+pub mod proxy;
+pub mod rate_limit;
+pub mod tunnel;
+pub mod upstreams;

@@ -1,0 +1,337 @@
+//! Start-up, reload and shutdown: turn a validated [`Config`] into bound listeners and running
+//! accept loops, swap in a new config without closing a socket, and drain on request.
+//!
+//! Both start-up and reload are two steps: build the request state from the config
+//! (`state.rs`, no sockets or tasks) and bind what is missing (`sockets.rs`); only when both
+//! succeeded is the result committed, which cannot fail. So a broken config never half-starts,
+//! and a refused reload leaves the old config serving untouched.
+
+mod sockets;
+mod state;
+mod summary;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use sluice_config::Config;
+use tokio::sync::{mpsc, watch};
+
+use crate::features::cache::zones::Zones;
+use crate::features::upstreams::{self, HealthChecks};
+use crate::net::conn::{ListenerState, accept_loop};
+use crate::net::workers::Workers;
+use crate::ops::admin::SharedZones;
+use crate::shared::cpu::CpuLoad;
+use crate::shared::metrics::Metrics;
+use sockets::{AdminSlot, LiveAdmin, LiveListener, Slot, Sockets};
+use state::State;
+pub use summary::{Changes, ReloadSummary};
+
+/// Why the server could not start, or a reload was refused.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A listener that is accepting connections.
+#[derive(Debug, Clone)]
+pub struct BoundListener {
+    pub name: String,
+    /// The actual address (the real port when the config asked for port 0).
+    pub address: SocketAddr,
+    pub tls: bool,
+}
+
+/// A running server. Call [`RunningServer::shutdown`] to drain it; dropping it stops accepting
+/// and tells connections to close, without waiting for them.
+pub struct RunningServer {
+    /// Held for the whole of a reload, so reloads run one at a time.
+    running: tokio::sync::Mutex<Running>,
+    /// What the accessors report, updated when a reload commits.
+    view: Mutex<View>,
+    drained: mpsc::Receiver<()>,
+    /// The CPU sampler of `max_cpu` routes, also held by [`Running`]; here for the test hook.
+    cpu: CpuLoad,
+}
+
+#[derive(Clone, Default)]
+struct View {
+    listeners: Vec<BoundListener>,
+    admin_address: Option<SocketAddr>,
+}
+
+/// Everything a reload replaces or carries over.
+struct Running {
+    /// One for the process lifetime: series survive reloads.
+    metrics: Arc<Metrics>,
+    /// One for the server's lifetime, like the metrics: routes with `max_cpu` watch it.
+    cpu: CpuLoad,
+    state: State,
+    /// Active health checks of the running groups, by group name.
+    health: HashMap<String, HealthChecks>,
+    listeners: Vec<LiveListener>,
+    admin: Option<LiveAdmin>,
+    /// The zones purge requests reach.
+    admin_zones: SharedZones,
+    /// Cloned into every accept loop and connection; shutdown waits until all are dropped.
+    drain: mpsc::Sender<()>,
+    /// Where the accept loops hand their connections.
+    workers: Workers,
+}
+
+/// Bind every listener and start serving, every connection on the calling runtime.
+pub async fn start(config: &Config) -> Result<RunningServer, StartError> {
+    start_on(config, Workers::here()).await
+}
+
+/// Bind every listener and start serving; accepted connections go to `workers`.
+pub async fn start_on(config: &Config, workers: Workers) -> Result<RunningServer, StartError> {
+    let metrics = Metrics::new();
+    let cpu = CpuLoad::new(metrics.process_cpu_percent(), workers.threads());
+    let (new_state, listeners) = state::build(config, &metrics, &cpu, &State::default()).await?;
+    let sockets = sockets::bind(config, &[], None).await?;
+    let (drain, drained) = mpsc::channel(1);
+    let mut running = Running {
+        metrics,
+        cpu: cpu.clone(),
+        state: State::default(),
+        health: HashMap::new(),
+        listeners: Vec::new(),
+        admin: None,
+        admin_zones: Arc::new(ArcSwap::from_pointee(Zones::default())),
+        drain,
+        workers,
+    };
+    running.commit(new_state, listeners, sockets);
+    Ok(RunningServer {
+        view: Mutex::new(running.view()),
+        running: tokio::sync::Mutex::new(running),
+        drained,
+        cpu,
+    })
+}
+
+impl RunningServer {
+    /// The listeners accepting now.
+    pub fn listeners(&self) -> Vec<BoundListener> {
+        self.view().listeners
+    }
+
+    /// The bound address of the admin listener, if configured.
+    pub fn admin_address(&self) -> Option<SocketAddr> {
+        self.view().admin_address
+    }
+
+    /// The bound address of the listener called `name`.
+    pub fn address(&self, name: &str) -> Option<SocketAddr> {
+        self.view()
+            .listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.address)
+    }
+
+    /// Test hook of CPU-adaptive compression: take `percent` (of the workers' CPU) as one CPU
+    /// sample now, and ignore real samples from then on (see [`CpuLoad::sample_for_tests`]).
+    #[doc(hidden)]
+    pub fn sample_cpu_for_tests(&self, percent: u32) {
+        self.cpu.sample_for_tests(percent);
+    }
+
+    fn view(&self) -> View {
+        self.view
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Switch to `config` without closing a listening socket or dropping a request: each
+    /// request that starts from now on (the next one on an open keep-alive or HTTP/2
+    /// connection included) runs on the new config; requests in flight finish on the old one.
+    /// On error nothing has changed and the old config goes on serving.
+    pub async fn reload(&self, config: &Config) -> Result<ReloadSummary, StartError> {
+        let mut running = self.running.lock().await;
+        let (new_state, listeners) =
+            state::build(config, &running.metrics, &running.cpu, &running.state).await?;
+        let sockets = sockets::bind(config, &running.listeners, running.admin.as_ref()).await?;
+        let summary = running.commit(new_state, listeners, sockets);
+        *self.view.lock().unwrap_or_else(PoisonError::into_inner) = running.view();
+        Ok(summary)
+    }
+
+    /// Stop accepting, let in-flight requests finish (up to `timeout`), then return. Returns
+    /// `false` if some connections were still busy at the deadline.
+    pub async fn shutdown(mut self, timeout: Duration) -> bool {
+        let running = self.running.into_inner();
+        for listener in &running.listeners {
+            let _ = listener.stop.send(true);
+        }
+        if let Some(admin) = &running.admin {
+            let _ = admin.stop.send(true);
+        }
+        // Drops the health checks, the stop senders (already sent) and our drain sender.
+        drop(running);
+        // Every accept loop and connection holds a sender; recv() yields None once all are gone.
+        tokio::time::timeout(timeout, self.drained.recv())
+            .await
+            .is_ok()
+    }
+}
+
+impl Running {
+    fn view(&self) -> View {
+        View {
+            listeners: self.listeners.iter().map(|l| l.bound.clone()).collect(),
+            admin_address: self.admin.as_ref().map(|a| a.address),
+        }
+    }
+
+    /// Put a built state and its sockets in force. Cannot fail: everything that could was done
+    /// while building and binding.
+    fn commit(
+        &mut self,
+        new: State,
+        listeners: Vec<ListenerState>,
+        sockets: Sockets,
+    ) -> ReloadSummary {
+        let summary = summary::summarize(&self.state, &self.listeners, &new, &sockets);
+        self.commit_upstreams(&new);
+        for zone in new.zones.iter() {
+            self.metrics.watch_cache_zone(zone.clone());
+        }
+        self.metrics
+            .retain_cache_zones(|name| new.zones.zone(name).is_some());
+        self.admin_zones.store(Arc::new(new.zones.clone()));
+        if let Some(config) = &new.config {
+            self.commit_listeners(config, listeners, sockets.listeners);
+            self.commit_admin(config, sockets.admin);
+        }
+        // The old state goes here; what in-flight requests still hold of it goes with them.
+        self.state = new;
+        summary
+    }
+
+    /// Kept groups keep their health checks; new and changed ones start theirs and have their
+    /// servers read at scrape time; the checks of changed and removed groups stop (their
+    /// [`HealthChecks`] are dropped with the old map) and their servers are no longer read.
+    fn commit_upstreams(&mut self, new: &State) {
+        let mut old_health = std::mem::take(&mut self.health);
+        for (name, running) in &new.upstreams {
+            let kept = self
+                .state
+                .upstreams
+                .get(name)
+                .is_some_and(|old| Arc::ptr_eq(&old.group, &running.group));
+            let checks = if kept {
+                old_health.remove(name)
+            } else {
+                upstreams::watch(running, &self.metrics);
+                upstreams::start_health_checks(running)
+            };
+            if let Some(checks) = checks {
+                self.health.insert(name.clone(), checks);
+            }
+        }
+        drop(old_health);
+        let live: Vec<(String, String)> = new
+            .config
+            .iter()
+            .flat_map(|c| c.upstreams.iter().flat_map(upstreams::server_labels))
+            .collect();
+        self.metrics.retain_upstream_servers(|upstream, server| {
+            live.iter().any(|(u, s)| u == upstream && s == server)
+        });
+    }
+
+    fn commit_listeners(&mut self, config: &Config, states: Vec<ListenerState>, slots: Vec<Slot>) {
+        let mut old: Vec<Option<LiveListener>> = self.listeners.drain(..).map(Some).collect();
+        for ((listener, state), slot) in config.listeners.iter().zip(states).zip(slots) {
+            let task = &state.task;
+            let bound = |address| BoundListener {
+                name: task.name.clone(),
+                address,
+                tls: task.tls.is_some(),
+            };
+            let running = match slot {
+                Slot::Kept(index) => old.get_mut(index).and_then(Option::take),
+                Slot::New(..) => None,
+            };
+            let live = match (running, slot) {
+                (Some(mut live), _) => {
+                    live.bound = bound(live.bound.address);
+                    live.state.store(Arc::new(state));
+                    live
+                }
+                (None, Slot::New(socket, address)) => {
+                    let scheme = if task.tls.is_some() { "https" } else { "http" };
+                    tracing::info!(listener = %task.name, "listening on {scheme}://{address}");
+                    let bound = bound(address);
+                    let shared = Arc::new(ArcSwap::from_pointee(state));
+                    let (stop, stopped) = watch::channel(false);
+                    tokio::spawn(accept_loop(
+                        socket,
+                        shared.clone(),
+                        stopped,
+                        self.drain.clone(),
+                        self.workers.clone(),
+                    ));
+                    LiveListener {
+                        configured: listener.address,
+                        bound,
+                        state: shared,
+                        stop,
+                    }
+                }
+                // A kept slot always names a running listener (bind matched it by index).
+                (None, Slot::Kept(_)) => continue,
+            };
+            self.listeners.push(live);
+        }
+        for removed in old.into_iter().flatten() {
+            tracing::info!(
+                listener = %removed.bound.name,
+                "stopped listening on {} (removed from the config); its connections drain",
+                removed.bound.address
+            );
+            let _ = removed.stop.send(true);
+        }
+    }
+
+    fn commit_admin(&mut self, config: &Config, slot: AdminSlot) {
+        match slot {
+            AdminSlot::Kept => {}
+            AdminSlot::Off => {
+                if let Some(old) = self.admin.take() {
+                    let _ = old.stop.send(true);
+                }
+            }
+            AdminSlot::New(socket, address) => {
+                if let Some(old) = self.admin.take() {
+                    let _ = old.stop.send(true);
+                }
+                tracing::info!("admin: metrics at http://{address}/metrics");
+                let (stop, stopped) = watch::channel(false);
+                tokio::spawn(crate::ops::admin::serve(
+                    socket,
+                    self.metrics.clone(),
+                    self.admin_zones.clone(),
+                    stopped,
+                ));
+                self.admin = Some(LiveAdmin {
+                    configured: config.admin.as_ref().map_or(address, |a| a.address),
+                    address,
+                    stop,
+                });
+            }
+        }
+    }
+}

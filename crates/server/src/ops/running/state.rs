@@ -1,0 +1,169 @@
+//! Build the request state from a [`Config`]: upstream groups, cache zones, compiled routes,
+//! the access log and each listener's [`ListenerState`] (TLS acceptor with its certificates read
+//! from disk, limits, pipeline). No socket is bound and no task is spawned here, so a reload
+//! can build a state and still be refused without anything having changed; start-up is the
+//! same build with nothing before it.
+//!
+//! What outlives a config is taken from the previous state: upstream groups whose config is
+//! unchanged (their pool, peers' health, health-check task: see `upstreams.rs`), cache zones
+//! whose storage settings are unchanged (`cache/zones.rs`), the rate-limit buckets of routes
+//! whose name and `rate_limit` are unchanged, the connection-limit semaphores whose limit is
+//! unchanged (so connections opened before a reload still count against it), and the TLS
+//! session ticket keys and cache of listeners whose certificates are unchanged (so clients
+//! resume across a reload). Metrics live in the one process-wide [`Metrics`], which hands the
+//! same series to a route or upstream of the same name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sluice_config::Config;
+use tokio_rustls::TlsAcceptor;
+
+use super::StartError;
+use crate::features::cache::zones::Zones;
+use crate::features::upstreams::{self, Upstreams};
+use crate::net::conn::{ListenerState, ListenerTask};
+use crate::net::limits::{ConnectionSlots, Limit};
+use crate::net::tls;
+use crate::pipeline::Pipeline;
+use crate::pipeline::access_log::AccessLogger;
+use crate::pipeline::limits::RequestLimits;
+use crate::pipeline::router::{CompiledRoute, Router};
+use crate::shared::cpu::CpuLoad;
+use crate::shared::metrics::Metrics;
+
+/// The request state of one config, less the sockets.
+#[derive(Default)]
+pub(super) struct State {
+    pub config: Option<Config>,
+    pub upstreams: Upstreams,
+    pub zones: Zones,
+    pub routes: Vec<Arc<CompiledRoute>>,
+    /// `[server] max_connections`, shared by every listener.
+    pub server_slots: Option<Arc<Limit>>,
+    /// Each listener's `max_connections`, by listener name.
+    pub listener_slots: HashMap<String, ConnectionSlots>,
+    /// Each TLS listener's session ticket keys and session cache, by listener name: kept while
+    /// its certificates are, so clients resume across reloads (`tls::Resumption`).
+    pub resumption: HashMap<String, tls::Resumption>,
+}
+
+/// Build the state of `config`, reusing what `previous` has that is still valid. Returns it
+/// with one [`ListenerState`] per listener, in file order.
+pub(super) async fn build(
+    config: &Config,
+    metrics: &Metrics,
+    cpu: &CpuLoad,
+    previous: &State,
+) -> Result<(State, Vec<ListenerState>), StartError> {
+    let upstreams = config
+        .upstreams
+        .iter()
+        .map(|upstream| {
+            let running = match previous.upstreams.get(&upstream.name) {
+                Some(old) if old.serves(upstream) => old.clone(),
+                _ => upstreams::build(upstream, metrics).map_err(StartError)?,
+            };
+            Ok((upstream.name.clone(), running))
+        })
+        .collect::<Result<Upstreams, StartError>>()?;
+    let zones = Zones::reopen(config, &previous.zones)
+        .await
+        .map_err(StartError)?;
+    let old_routes: HashMap<&str, &CompiledRoute> = previous
+        .routes
+        .iter()
+        .map(|r| (r.config.name.as_str(), r.as_ref()))
+        .collect();
+    let routes = config
+        .routes
+        .iter()
+        .map(|route| {
+            let mut compiled = CompiledRoute::compile(route, &upstreams, &zones, metrics, cpu)
+                .map_err(|e| StartError(format!("route `{}`: {e}", route.name)))?;
+            // The same limit on the same route keeps its clients' buckets: a reload must not
+            // hand every client a fresh burst.
+            if let Some(old) = old_routes.get(route.name.as_str())
+                && old.config.rate_limit == route.rate_limit
+            {
+                compiled.rate_limit = old.rate_limit.clone();
+            }
+            Ok(Arc::new(compiled))
+        })
+        .collect::<Result<Vec<_>, StartError>>()?;
+    // Opened again on every reload: moving the file away and reloading rotates the log.
+    let access_log =
+        AccessLogger::open(&config.log, metrics.access_log_dropped()).map_err(|e| {
+            StartError(format!(
+                "opening the access log {:?}: {e}",
+                config.log.access
+            ))
+        })?;
+    // Connection limits are kept and resized in place: connections opened before this config
+    // go on counting against them, and a raised limit wakes an accept loop waiting at the old.
+    let server_slots = match &previous.server_slots {
+        Some(slots) => {
+            slots.resize(config.server.max_connections);
+            slots.clone()
+        }
+        None => ConnectionSlots::server_wide(config.server.max_connections),
+    };
+    let mut listener_slots = HashMap::with_capacity(config.listeners.len());
+    let mut resumption = HashMap::new();
+    let mut tasks = Vec::with_capacity(config.listeners.len());
+    for listener in &config.listeners {
+        let max = listener.limits.max_connections;
+        let slots = match previous.listener_slots.get(&listener.name) {
+            Some(slots) => {
+                slots.listener_limit().resize(max);
+                slots.clone()
+            }
+            None => ConnectionSlots::new(max, server_slots.clone()),
+        };
+        listener_slots.insert(listener.name.clone(), slots.clone());
+        // Certificates are read here, so a reload rotates them for new handshakes.
+        let acceptor = match &listener.tls {
+            Some(t) => {
+                let failed = |e| StartError(format!("listener `{}`: {e}", listener.name));
+                let kept = previous.resumption.get(&listener.name);
+                let sessions = tls::Resumption::keep_or_new(kept, t).map_err(failed)?;
+                let config =
+                    tls::server_config(t, listener.protocols, &sessions).map_err(failed)?;
+                resumption.insert(listener.name.clone(), sessions);
+                Some(TlsAcceptor::from(config))
+            }
+            None => None,
+        };
+        let pipeline = Pipeline {
+            router: Router::for_listener(&routes, &listener.name),
+            server_header: config.server.server_header.clone(),
+            access_log: access_log.clone(),
+            unmatched: metrics.route(crate::shared::metrics::UNMATCHED_ROUTE),
+            trusted_proxies: listener.trusted_proxies.clone(),
+            limits: RequestLimits::new(&listener.limits, metrics.request_limits(&listener.name)),
+        };
+        let task = ListenerTask::new(
+            listener.name.clone(),
+            acceptor,
+            listener.protocols,
+            listener.limits.clone(),
+            listener.proxy_protocol,
+            metrics.listener(&listener.name),
+        );
+        tasks.push(ListenerState {
+            task: Arc::new(task),
+            pipeline: Arc::new(pipeline),
+            slots,
+        });
+    }
+    let state = State {
+        config: Some(config.clone()),
+        upstreams,
+        zones,
+        routes,
+        server_slots: Some(server_slots),
+        listener_slots,
+        resumption,
+    };
+    Ok((state, tasks))
+}
