@@ -30,6 +30,16 @@
 //! the route does not forward).
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
+pub mod access_log;
+pub mod context;
+pub mod host;
+pub mod limits;
+pub mod observe;
+pub mod responses;
+pub mod router;
+pub mod target;
+pub mod unread_body;
+
 use std::future::Future;
 use std::sync::Arc;
 
