@@ -168,7 +168,6 @@ impl RouteCache {
         let directives = RequestDirectives::parse(&parts.headers);
         let may_store =
             !directives.no_store && !self.no_store.iter().any(|c| c.matches(&parts.headers));
-        let epoch = self.zone.epoch();
         let miss = |leader, may_store, status| {
             Lookup::Upstream(Ticket {
                 kind: Kind::Fetch {
@@ -179,7 +178,7 @@ impl RouteCache {
                 primary: primary.clone(),
                 parts: parts.clone(),
                 request_time: SystemTime::now(),
-                epoch,
+                fence: Some(self.zone.fence(&primary)),
             })
         };
         if self.bypass.iter().any(|c| c.matches(&parts.headers)) {
@@ -228,13 +227,20 @@ impl RouteCache {
                 // Collapsing off: every miss goes upstream, and each may store.
                 return miss(None, may_store, CacheStatus::Miss);
             };
+            if directives.needs_its_own_validation() {
+                // Issue 21: a waiter joins a response in flight only if it may use it, and a
+                // response requested before this request arrived does not satisfy its
+                // `no-cache` / `max-age=0` (RFC 9111 §5.2.1): upstream now, stored if
+                // nobody else is storing this key.
+                return miss(None, may_store, CacheStatus::Miss);
+            }
             match self.zone.join(miss_key(&primary)) {
                 Join::Leader(leader) => return miss(Some(leader), may_store, CacheStatus::Miss),
                 Join::Follower(follower) => {
                     Stats::add(&self.zone.stats().collapsed, 1);
                     match follower.wait(lock_timeout).await {
                         Waited::Ready(shared) => {
-                            match serve::from_flight(&parts, &shared, compression) {
+                            match serve::from_flight(self, &parts, &shared, compression) {
                                 FromFlight::Served(outcome) => {
                                     return Lookup::Answered(self.finish(outcome));
                                 }
@@ -275,6 +281,11 @@ impl RouteCache {
     ) -> Option<Lookup> {
         let now = SystemTime::now();
         let meta = entry.meta();
+        if compression.is_none() && !serve::accepted_as_stored(parts, &meta) {
+            // Never sent to this client (a coding it does not take): neither served nor
+            // revalidated for it, which would cost a second request once the 304 came back.
+            return None;
+        }
         let served = |status| serve::entry(self, parts, &entry, status, compression);
         let outcome = match policy::evaluate(&meta, &parts.headers, &self.policy, now).reuse {
             Reuse::Fresh => served(CacheStatus::Hit).await?,
@@ -310,15 +321,20 @@ impl RouteCache {
                 // One revalidation per key at a time, like a miss: the others wait for its
                 // answer (a 304 leaves a fresh entry to look up again; a new response is read
                 // as it arrives).
+                let own = RequestDirectives::parse(&parts.headers).needs_its_own_validation();
                 let leader = match self.lock_timeout {
+                    // Collapsing off, or a client whose `no-cache` / `max-age=0` another
+                    // request's revalidation (sent before it arrived) does not satisfy
+                    // (RFC 9111 §5.2.1; issue 21: a waiter joins only what it may use).
                     None => None,
+                    Some(_) if own => None,
                     Some(timeout) => match self.zone.join(miss_key(primary)) {
                         Join::Leader(leader) => Some(leader),
                         Join::Follower(follower) => {
                             Stats::add(&self.zone.stats().collapsed, 1);
                             match follower.wait(timeout).await {
                                 Waited::Ready(shared) => {
-                                    match serve::from_flight(parts, &shared, compression) {
+                                    match serve::from_flight(self, parts, &shared, compression) {
                                         FromFlight::Served(outcome) => {
                                             return Some(Lookup::Answered(self.finish(outcome)));
                                         }
@@ -349,7 +365,7 @@ impl RouteCache {
                     primary: primary.to_string(),
                     parts: parts.clone(),
                     request_time: now,
-                    epoch: self.zone.epoch(),
+                    fence: Some(self.zone.fence(primary)),
                 }));
             }
         };
@@ -373,9 +389,11 @@ impl RouteCache {
             kind,
             primary,
             parts,
-            epoch,
+            fence,
             ..
         } = ticket;
+        // Always there for the kinds that store (a fresh one would only be later).
+        let fence = fence.unwrap_or_else(|| self.zone.fence(&primary));
         let outcome = match kind {
             Kind::Uncached { tls } => {
                 let mut response = result.map_err(|error| Failed {
@@ -415,7 +433,7 @@ impl RouteCache {
                     response,
                     times,
                     compression,
-                    epoch,
+                    fence,
                 )
                 .await
             }
@@ -430,7 +448,7 @@ impl RouteCache {
                     stale_if_error: if_error,
                     may_store,
                     times,
-                    epoch,
+                    fence,
                     leader,
                 };
                 store::revalidated(
