@@ -204,8 +204,12 @@ impl RouteCache {
                     .await
                 {
                     Some(lookup) => return lookup,
-                    // Gone from storage meanwhile: look again.
-                    None => continue,
+                    // Gone from storage meanwhile, or settled by another request: look again,
+                    // once whatever is replacing it is in the index.
+                    None => {
+                        self.settled(&primary).await;
+                        continue;
+                    }
                 }
             }
             if directives.only_if_cached {
@@ -235,6 +239,13 @@ impl RouteCache {
                 return miss(None, may_store, CacheStatus::Miss);
             }
             match self.zone.join(miss_key(&primary)) {
+                // Read after write (issue 21): a flight may have committed and ended between
+                // the lookup above and this join; a request that leads must not fetch what is
+                // stored by now. Looked up again, under the flight it now holds.
+                Join::Leader(leader) if self.zone.find(&primary, &parts.headers, ae).is_some() => {
+                    drop(leader);
+                    continue;
+                }
                 Join::Leader(leader) => return miss(Some(leader), may_store, CacheStatus::Miss),
                 Join::Follower(follower) => {
                     Stats::add(&self.zone.stats().collapsed, 1);
@@ -300,6 +311,12 @@ impl RouteCache {
             } => {
                 let status = match forward.take() {
                     Some(forward) if entry.start_refresh() => {
+                        // The refresh this request saw running may have ended since the lookup
+                        // (the flag is free again): never a second refresh for one answer.
+                        if self.settled_since(parts, primary, &entry, compression) {
+                            entry.end_refresh();
+                            return None;
+                        }
                         Stats::add(&self.zone.stats().refreshes, 1);
                         store::refresh_in_background(
                             self,
@@ -329,6 +346,16 @@ impl RouteCache {
                     None => None,
                     Some(_) if own => None,
                     Some(timeout) => match self.zone.join(miss_key(primary)) {
+                        // Another request's revalidation may have ended between the lookup
+                        // and this join (a 304 freshens the entry in place, a 200 replaces
+                        // it): then this one would be a second conditional request for one
+                        // answer (issue 21). Looked up again instead.
+                        Join::Leader(leader)
+                            if self.settled_since(parts, primary, &entry, compression) =>
+                        {
+                            drop(leader);
+                            return None;
+                        }
                         Join::Leader(leader) => Some(leader),
                         Join::Follower(follower) => {
                             Stats::add(&self.zone.stats().collapsed, 1);
@@ -370,6 +397,47 @@ impl RouteCache {
             }
         };
         Some(Lookup::Answered(self.finish(outcome)))
+    }
+
+    /// Wait until the flight storing `primary` (if any) has committed. A fill writes the new
+    /// object to storage before it puts it in the index: in between, a lookup finds the old
+    /// entry whose body is gone, and looking again at once would find it again and end in an
+    /// upstream request of its own (issue 21: read after write). Bounded by the lock timeout.
+    async fn settled(&self, primary: &str) {
+        let Join::Follower(follower) = self.zone.join(miss_key(primary)) else {
+            // Nobody is storing it: the leader taken here is released at once.
+            return;
+        };
+        let bound = self.lock_timeout.unwrap_or(Duration::ZERO);
+        let settle = async {
+            if let Waited::Ready(shared) = follower.wait(bound).await {
+                shared.settled().await;
+            }
+        };
+        let _ = tokio::time::timeout(bound, settle).await;
+    }
+
+    /// Whether `entry`, found stale for `parts`, no longer needs this request's revalidation:
+    /// it was replaced or removed, or freshened in place by a 304.
+    fn settled_since(
+        &self,
+        parts: &Parts,
+        primary: &str,
+        entry: &Arc<Entry>,
+        compression: Option<&RouteCompression>,
+    ) -> bool {
+        let ae = serve::accept_encoding_key(&parts.headers, compression);
+        let current = self.zone.find(primary, &parts.headers, ae);
+        if !current.is_some_and(|current| Arc::ptr_eq(&current, entry)) {
+            return true;
+        }
+        let reuse = policy::evaluate(
+            &entry.meta(),
+            &parts.headers,
+            &self.policy,
+            SystemTime::now(),
+        );
+        matches!(reuse.reuse, Reuse::Fresh)
     }
 
     /// Response phase: what the cache makes of the upstream's answer to a [`Ticket`]'s request:
