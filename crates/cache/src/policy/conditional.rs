@@ -69,9 +69,15 @@ const KEPT_ON_FRESHEN: [HeaderName; 7] = [
 /// Selection (§4.3.4), for the one stored response that was revalidated: a 304 with an ETag
 /// selects it when the entity tags have the same opaque-tag (a stored weak tag matches a
 /// strong one: sluice weakens the origin's tag on the variants it compresses); a 304 with
-/// only `Last-Modified` when the dates are equal; a 304 with no validator only when the stored
-/// response has no entity tag (RFC 9110 §15.4.5 makes `ETag` mandatory in a 304 whose 200
-/// would carry one, but not `Last-Modified`).
+/// only `Last-Modified` when the dates are equal; a 304 with no validator always.
+///
+/// The last is a deliberate reading. §4.3.4's rules pick among *several* stored responses the
+/// one a 304 is about; sluice's conditional request names exactly one stored response (its
+/// `ETag` and `Last-Modified`, nothing of the client's), so a 304 that names nothing can only
+/// mean that one matched (RFC 9110 §15.4.5: the condition evaluated false). Refusing it, as an
+/// earlier version did for a stored response with an `ETag`, cost a second, unconditional
+/// request to the origin for one client request (issue 21: one client request makes at most
+/// one upstream request).
 ///
 /// The updated entry should pass [`super::storable`] again: a 304 may carry `no-store` or
 /// `private` now.
@@ -131,7 +137,7 @@ fn selects(meta: &Meta, resp: &HeaderMap) -> bool {
         let stored = http_date(&meta.headers, &header::LAST_MODIFIED);
         return new.is_some() && new == stored;
     }
-    stored_tag.is_none()
+    true
 }
 
 /// Does a client's conditional GET/HEAD with `req_headers` get a 304 from `meta`?

@@ -126,15 +126,15 @@ impl ResponseDirectives {
     }
 }
 
-/// Record a delta-seconds directive: the first value, or 0 when a later occurrence disagrees
-/// (§4.2.1).
+/// Record a delta-seconds directive: the first occurrence wins. §4.2.1: "When there is more
+/// than one value present for a given directive ..., either the first occurrence should be
+/// used or the response should be considered stale"; sluice takes the first, as Squid, Traffic
+/// Server and Apache do (an earlier version took "stale", which made `max-age=1800,
+/// max-age=1` a miss every time).
 fn record_delta(slot: &mut Option<Duration>, arg: Arg) {
-    let value = delta_seconds(arg).unwrap_or(Duration::ZERO);
-    *slot = match *slot {
-        Some(previous) if previous != value => Some(Duration::ZERO),
-        Some(previous) => Some(previous),
-        None => Some(value),
-    };
+    if slot.is_none() {
+        *slot = Some(delta_seconds(arg).unwrap_or(Duration::ZERO));
+    }
 }
 
 /// §1.2.2 `delta-seconds = 1*DIGIT`, clamped to 2^31; `None` when not a delta-seconds value.
@@ -177,6 +177,13 @@ pub struct RequestDirectives {
 }
 
 impl RequestDirectives {
+    /// The request will not take a response whose request was sent before it arrived: with
+    /// `no-cache` (§5.2.1.4) or `max-age=0` (§5.2.1.1) it must be validated with the origin for
+    /// this request, so it never waits for another request's response in flight.
+    pub fn needs_its_own_validation(&self) -> bool {
+        self.no_cache || self.max_age == Some(Duration::ZERO)
+    }
+
     pub fn parse(headers: &HeaderMap) -> RequestDirectives {
         let mut d = RequestDirectives::default();
         for (name, arg) in cache_control_members(headers) {

@@ -141,8 +141,82 @@ pub(crate) fn http_date(headers: &HeaderMap, name: &header::HeaderName) -> Optio
     headers.get(name).and_then(parse_date)
 }
 
+/// An HTTP-date in any of the three formats of RFC 9110 §5.6.7 (IMF-fixdate, and the obsolete
+/// RFC 850 and ANSI C `asctime` forms, which "recipients ... MUST accept"), matched
+/// case-insensitively as RFC 9111 §4.2 asks of caches, and without checking the day of the
+/// week (it adds nothing a recipient needs: the date is in the other fields).
 pub(crate) fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
-    httpdate::parse_http_date(value.to_str().ok()?.trim()).ok()
+    let text = value.to_str().ok()?.trim();
+    httpdate::parse_http_date(text)
+        .ok()
+        .or_else(|| lenient_http_date(text))
+}
+
+/// The slow path of [`parse_date`], for what `httpdate` (exact case, checked weekday) refuses.
+/// Written here because no maintained crate parses HTTP-dates leniently; it reads the fields
+/// by position and refuses anything out of range.
+fn lenient_http_date(text: &str) -> Option<SystemTime> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let fields: Vec<&str> = text
+        .split([' ', ',', '-'])
+        .filter(|f| !f.is_empty())
+        .collect();
+    let number = |f: &str| -> Option<u64> {
+        (!f.is_empty() && f.len() <= 4 && f.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| f.parse().ok())
+            .flatten()
+    };
+    let month = |f: &str| {
+        MONTHS
+            .iter()
+            .position(|m| m.eq_ignore_ascii_case(f))
+            .map(|i| i as u64 + 1)
+    };
+    // The first field is the day of the week, whatever its spelling.
+    let (day, month, year, clock) = match fields.as_slice() {
+        // IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT`.
+        [_, day, mon, year, clock, zone] if zone.eq_ignore_ascii_case("gmt") => {
+            let two_digits = year.len() == 2;
+            let year = number(year)?;
+            // RFC 9110 §5.6.7: a two-digit year more than 50 years in the future is in the
+            // past century; simplified to the pivot 1970.
+            let year = match year {
+                0..=69 if two_digits => 2000 + year,
+                70..=99 if two_digits => 1900 + year,
+                _ => year,
+            };
+            (number(day)?, month(mon)?, year, *clock)
+        }
+        // asctime `Sun Nov  6 08:49:37 1994`.
+        [_, mon, day, clock, year] => (number(day)?, month(mon)?, number(year)?, *clock),
+        _ => return None,
+    };
+    let mut hms = clock.split(':').map(number);
+    let (Some(Some(h)), Some(Some(m)), Some(Some(sec)), None) =
+        (hms.next(), hms.next(), hms.next(), hms.next())
+    else {
+        return None;
+    };
+    if !(1..=31).contains(&day) || !(1970..=9999).contains(&year) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + h * 3600 + m * 60 + sec;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`), for years from 1970.
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// §5.1 `Age` as received: the first member of the first line (a list-valued Age "SHOULD use

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use sluice_core::{Body, ContentCoding};
 
-use super::{Entry, Head, Stats, Zone};
+use super::{Entry, Fence, Head, Stats, Zone};
 use crate::lock::Publisher;
 use crate::meta::Meta;
 use crate::storage::{ObjectId, ObjectWriter};
@@ -40,29 +40,40 @@ pub enum FillOutcome {
     Abandoned,
 }
 
+/// What a fill stores.
+pub(super) enum Target {
+    /// A source response; not committed once the fence is crossed.
+    Source(Fence),
+    /// A variant of a stored entry, in a coding.
+    Variant(Arc<Entry>, ContentCoding),
+}
+
 pub(super) fn spawn(
     zone: Arc<Zone>,
     publisher: Publisher<ObjectId, Head>,
     id: ObjectId,
     meta: Meta,
     body: Body,
-    variant: Option<(Arc<Entry>, ContentCoding)>,
-    epoch: u64,
+    target: Target,
 ) {
     tokio::spawn(async move {
-        let outcome = run(&zone, publisher, id, meta, body, (variant, epoch)).await;
+        let outcome = run(&zone, publisher, id, meta, body, target).await;
         tracing::trace!(zone = %zone.name(), ?id, ?outcome, "fill ended");
     });
 }
 
 async fn run(
     zone: &Arc<Zone>,
-    mut publisher: Publisher<ObjectId, Head>,
+    publisher: Publisher<ObjectId, Head>,
     id: ObjectId,
     mut meta: Meta,
     mut body: Body,
-    (variant, epoch): (Option<(Arc<Entry>, ContentCoding)>, u64),
+    target: Target,
 ) -> FillOutcome {
+    // Locals drop in reverse order: the fence goes before the publisher settles the flight, so
+    // whoever waited for the flight finds the fence registry without it.
+    let mut publisher = publisher;
+    let target = target;
     let max = zone.settings.max_object_size;
     let expected = http_body::Body::size_hint(&body).exact();
     let mut writer = if expected.is_some_and(|len| len > max) {
@@ -133,16 +144,16 @@ async fn run(
             let meta = Arc::new(meta);
             let blob = meta.encode();
             match writer.finish(blob.clone()).await {
-                // Purged or invalidated since the request went upstream: what arrived may be
-                // what the purge meant to remove.
-                Ok(()) if zone.epoch() != epoch => {
+                Ok(()) if zone.commit(id, meta, blob, len, &target) => {
+                    Stats::add(&zone.stats.stored, 1);
+                    FillOutcome::Stored
+                }
+                // Its key was purged or invalidated since the request went upstream (what
+                // arrived may be what the invalidation meant to remove), or the source of a
+                // variant was replaced.
+                Ok(()) => {
                     let _ = zone.storage.remove(id).await;
                     FillOutcome::NotStored
-                }
-                Ok(()) => {
-                    Stats::add(&zone.stats.stored, 1);
-                    zone.commit(id, meta, blob, len, variant);
-                    FillOutcome::Stored
                 }
                 Err(err) => {
                     storage_failed(zone, "committing", &err);
@@ -151,6 +162,7 @@ async fn run(
             }
         }
     };
+    drop(target);
     publisher.done();
     outcome
 }

@@ -186,16 +186,22 @@ impl Index {
     /// with another `Vary` rule (RFC 9111 §4.1: the most recent response decides how the
     /// resource varies; an older rule would otherwise keep matching and shadow this one).
     /// At most [`MAX_PER_KEY`] responses are kept per primary key, the oldest going first.
+    /// `admit` is asked under the index lock (an invalidation takes it too): `None` when it
+    /// says no, and nothing changes.
     pub(super) fn insert_source(
         &self,
         id: ObjectId,
         meta: Arc<Meta>,
         blob: Bytes,
         body_len: u64,
-    ) -> Vec<ObjectId> {
+        admit: impl FnOnce() -> bool,
+    ) -> Option<Vec<ObjectId>> {
         let entry = Arc::new(Entry::new(id, meta, blob, body_len));
         let rule = lock(&entry.state).rule.clone();
         let mut inner = lock(&self.inner);
+        if !admit() {
+            return None;
+        }
         let primary = entry.primary.clone();
         let list = inner.primaries.entry(primary.clone()).or_default();
         let mut dropped = Vec::new();
@@ -223,7 +229,7 @@ impl Index {
             }
         }
         inner.objects.insert(id, Owner::Source { primary });
-        obsolete
+        Some(obsolete)
     }
 
     /// Add a committed variant to `entry`, unless `entry` is no longer the stored one.
@@ -253,7 +259,7 @@ impl Index {
     pub(super) fn restore(&self, id: ObjectId, meta: Meta, blob: Bytes) {
         if id == Zone::source_id(&meta.primary_key, meta.vary_key.as_str()) {
             let body_len = meta.body_len;
-            self.insert_source(id, Arc::new(meta), blob, body_len);
+            self.insert_source(id, Arc::new(meta), blob, body_len, || true);
         } else {
             lock(&self.inner).restored_variants.push((id, meta, blob));
         }

@@ -12,6 +12,7 @@
 //! What the zone does not know: HTTP policy (see [`crate::policy`], applied by the caller),
 //! sockets, and how variants are encoded (the caller hands the zone a body to store).
 
+mod fence;
 mod fill;
 mod index;
 mod stats;
@@ -23,6 +24,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use sluice_core::{Body, ContentCoding};
 
+pub use fence::Fence;
 pub use fill::FillOutcome;
 pub use index::{Entry, Variant};
 pub use stats::{CacheStatus, Stats};
@@ -31,6 +33,7 @@ use crate::lock::{Flights, Join, Publisher};
 use crate::meta::Meta;
 use crate::storage::{ObjectId, Storage, StoredBody};
 use crate::vary::AcceptEncodingKey;
+use fence::Fences;
 use index::Index;
 
 /// What a flight publishes to its followers: the head of the response being stored.
@@ -54,8 +57,9 @@ pub struct Zone {
     index: Arc<Index>,
     flights: ZoneFlights,
     stats: Arc<Stats>,
-    /// Bumped by every invalidation and purge; a fill that started before commits nothing.
-    epoch: std::sync::atomic::AtomicU64,
+    /// Per key: a fill whose request went upstream before its key was invalidated commits
+    /// nothing (see [`fence`]).
+    fences: Arc<Fences>,
 }
 
 impl Zone {
@@ -87,7 +91,7 @@ impl Zone {
             index,
             flights: Flights::new(),
             stats: Arc::new(Stats::default()),
-            epoch: std::sync::atomic::AtomicU64::new(0),
+            fences: Arc::default(),
         }))
     }
 
@@ -153,10 +157,16 @@ impl Zone {
         self.flights.join(id)
     }
 
-    /// The invalidation epoch: take it when a request goes upstream, hand it to
-    /// [`Zone::store_source`] / [`Zone::store_variant`].
-    pub fn epoch(&self) -> u64 {
-        self.epoch.load(std::sync::atomic::Ordering::Acquire)
+    /// A fence for `primary`: take it when a request for the key goes upstream, hand it to
+    /// [`Zone::store_source`]; an invalidation of the key meanwhile means nothing is stored.
+    pub fn fence(&self, primary: &str) -> Fence {
+        self.fences.fence(primary)
+    }
+
+    /// Primary keys with a request in flight that holds a [`Fence`] (tests: it must come back
+    /// to 0, the registry holds nothing for finished requests).
+    pub fn fenced_keys(&self) -> usize {
+        self.fences.keys()
     }
 
     /// The flights in progress (tests).
@@ -197,16 +207,24 @@ impl Zone {
     /// Store a new source response for `meta`'s keys from `body`, fanning it out through
     /// `publisher` as it arrives; replaces the entry stored under the same keys (and drops its
     /// variants) once committed. Runs in its own task, so the object is completed and stored
-    /// even if the client that caused the miss goes away.
+    /// even if the client that caused the miss goes away. Nothing is committed if `fence` has
+    /// been crossed by then.
     pub fn store_source(
         self: &Arc<Self>,
         publisher: Publisher<ObjectId, Head>,
         meta: Meta,
         body: Body,
-        epoch: u64,
+        fence: Fence,
     ) {
         let id = Self::source_id(&meta.primary_key, meta.vary_key.as_str());
-        fill::spawn(self.clone(), publisher, id, meta, body, None, epoch);
+        fill::spawn(
+            self.clone(),
+            publisher,
+            id,
+            meta,
+            body,
+            fill::Target::Source(fence),
+        );
     }
 
     /// Store a variant of `entry` in `coding` from `body` (the source transformed by the
@@ -221,9 +239,10 @@ impl Zone {
     ) {
         let id = Self::variant_id(&meta.primary_key, meta.vary_key.as_str(), coding);
         self.stats.variant_made(coding);
-        let epoch = self.epoch();
-        let variant = Some((entry, coding));
-        fill::spawn(self.clone(), publisher, id, meta, body, variant, epoch);
+        // No fence: a variant is committed only to the entry it was made from, and only while
+        // that entry is the stored one (an invalidation removes it).
+        let target = fill::Target::Variant(entry, coding);
+        fill::spawn(self.clone(), publisher, id, meta, body, target);
     }
 
     /// Replace the stored headers of `entry` (a 304 from the origin, RFC 9111 §4.3.4); the
@@ -260,18 +279,21 @@ impl Zone {
 
     /// Remove every stored response of `primary` (RFC 9111 §4.4, purge). Returns how many.
     pub async fn invalidate(&self, primary: &str) -> usize {
+        // Fences first, then the index: a fill commits under the index lock after checking its
+        // fence, so it either sees the fence crossed or is removed here.
+        self.fences.cross(primary);
         let ids = self.index.remove_primary(primary);
         self.remove_objects(ids).await
     }
 
     /// Remove every stored response whose primary key starts with `prefix`. Returns how many.
     pub async fn purge_prefix(&self, prefix: &str) -> usize {
+        self.fences.cross_prefix(prefix);
         let ids = self.index.remove_prefix(prefix);
         self.remove_objects(ids).await
     }
 
     async fn remove_objects(&self, ids: Vec<(ObjectId, bool)>) -> usize {
-        self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let mut entries = 0;
         for (id, is_source) in ids {
             entries += usize::from(is_source);
@@ -292,17 +314,24 @@ impl Zone {
         self.len() == 0
     }
 
+    /// Put a written object in the index; false when it may not be (its fence was crossed, or
+    /// the source of a variant was replaced): the caller removes it from storage.
     fn commit(
         &self,
         id: ObjectId,
         meta: Arc<Meta>,
         blob: Bytes,
         body_len: u64,
-        variant: Option<(Arc<Entry>, ContentCoding)>,
-    ) {
-        match variant {
-            None => {
-                let replaced = self.index.insert_source(id, meta, blob, body_len);
+        target: &fill::Target,
+    ) -> bool {
+        match target {
+            fill::Target::Source(fence) => {
+                let Some(replaced) = self
+                    .index
+                    .insert_source(id, meta, blob, body_len, || !fence.crossed())
+                else {
+                    return false;
+                };
                 // The old response's variants are of a representation that is no more.
                 for old in replaced {
                     let storage = self.storage.clone();
@@ -310,25 +339,20 @@ impl Zone {
                         let _ = storage.remove(old).await;
                     });
                 }
+                true
             }
-            Some((entry, coding)) => {
-                if !self.index.insert_variant(
-                    &entry,
-                    Variant {
-                        coding,
-                        id,
-                        meta,
-                        blob,
-                        body_len,
-                    },
-                ) {
-                    // The source was replaced while this variant was made: it describes nothing.
-                    let storage = self.storage.clone();
-                    tokio::spawn(async move {
-                        let _ = storage.remove(id).await;
-                    });
-                }
-            }
+            // False when the source was replaced while this variant was made: it describes
+            // nothing.
+            fill::Target::Variant(entry, coding) => self.index.insert_variant(
+                entry,
+                Variant {
+                    coding: *coding,
+                    id,
+                    meta,
+                    blob,
+                    body_len,
+                },
+            ),
         }
     }
 }

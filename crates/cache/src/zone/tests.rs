@@ -67,12 +67,8 @@ async fn store(zone: &Arc<Zone>, m: Meta, body: &'static [u8]) {
     };
     let publisher = leader.publish(Arc::new(m.clone()));
     let shared = publisher.shared().clone();
-    zone.store_source(
-        publisher,
-        m,
-        Body::full(Bytes::from_static(body)),
-        zone.epoch(),
-    );
+    let fence = zone.fence(&m.primary_key);
+    zone.store_source(publisher, m, Body::full(Bytes::from_static(body)), fence);
     shared.settled().await;
 }
 
@@ -123,7 +119,7 @@ async fn a_replaced_body_is_never_read_with_the_old_headers() {
 async fn a_purge_stops_a_fill_that_began_before_it() {
     let zone = memory_zone().await;
     let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-    let epoch = zone.epoch();
+    let fence = zone.fence("http://a/y");
     let m = meta("http://a/y", at, "identity");
     let Join::Leader(leader) = zone.join(ObjectId::of(&[b"y"])) else {
         panic!()
@@ -135,13 +131,49 @@ async fn a_purge_stops_a_fill_that_began_before_it() {
         publisher,
         m,
         Body::full(Bytes::from_static(b"stale")),
-        epoch,
+        fence,
     );
     shared.settled().await;
     assert!(
         zone.find("http://a/y", &HeaderMap::new(), AcceptEncodingKey::Drop)
             .is_none()
     );
+    assert_eq!(
+        zone.fenced_keys(),
+        0,
+        "a finished fill left its fence behind"
+    );
+}
+
+/// RFC 9111 §4.4 invalidates the URI an unsafe method targeted, not the zone: a fill of another
+/// key in flight at that moment is stored (it used to be dropped, so the next request for a
+/// fresh response went to the origin again, depending on which requests overlapped).
+#[tokio::test]
+async fn s4_4_invalidating_one_key_does_not_stop_the_fill_of_another() {
+    let zone = memory_zone().await;
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let kept = zone.fence("http://a/kept");
+    let gone = zone.fence("http://a/gone");
+    assert_eq!(zone.fenced_keys(), 2);
+    zone.invalidate("http://a/gone").await;
+    zone.invalidate("http://a/kept-not").await;
+    zone.purge_prefix("http://a/g").await;
+    assert!(!kept.crossed());
+    assert!(gone.crossed());
+    drop(gone);
+    let m = meta("http://a/kept", at, "identity");
+    let Join::Leader(leader) = zone.join(ObjectId::of(&[b"kept"])) else {
+        panic!()
+    };
+    let publisher = leader.publish(Arc::new(m.clone()));
+    let shared = publisher.shared().clone();
+    zone.store_source(publisher, m, Body::full(Bytes::from_static(b"x")), kept);
+    shared.settled().await;
+    assert!(
+        zone.find("http://a/kept", &HeaderMap::new(), AcceptEncodingKey::Drop)
+            .is_some()
+    );
+    assert_eq!(zone.fenced_keys(), 0);
 }
 
 #[tokio::test]

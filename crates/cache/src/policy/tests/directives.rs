@@ -80,14 +80,21 @@ fn s4_2_1_invalid_delta_seconds_count_as_stale() {
 }
 
 #[test]
-fn s4_2_1_conflicting_duplicates_count_as_stale_and_equal_ones_stand() {
+fn s4_2_1_of_duplicate_directives_the_first_occurrence_is_used() {
     let same = response(&[
         ("cache-control", "max-age=60"),
         ("cache-control", "max-age=60"),
     ]);
     assert_eq!(same.max_age, Some(secs(60)));
     let conflict = response(&[("cache-control", "max-age=60, max-age=120")]);
-    assert_eq!(conflict.max_age, Some(Duration::ZERO));
+    assert_eq!(conflict.max_age, Some(secs(60)));
+    let lines = response(&[
+        ("cache-control", "max-age=1"),
+        ("cache-control", "max-age=1800"),
+    ]);
+    assert_eq!(lines.max_age, Some(secs(1)));
+    let invalid_first = response(&[("cache-control", "max-age=abc, max-age=60")]);
+    assert_eq!(invalid_first.max_age, Some(Duration::ZERO));
 }
 
 #[test]

@@ -254,3 +254,43 @@ fn s5_1_age_value_is_whole_seconds_clamped_to_2_pow_31() {
     let old = meta(&[("age", "2147483648")]);
     assert_eq!(age_value(&old, t(100)), "2147483648");
 }
+
+#[test]
+fn rfc9110_s5_6_7_obsolete_date_formats_and_s4_2_case_insensitive_dates() {
+    let d = "Sun, 06 Nov 1994 08:49:37 GMT";
+    // 1994-11-06T09:49:37Z, an hour after Date, in every form a cache must accept.
+    for expires in [
+        "Sun, 06 Nov 1994 09:49:37 GMT",
+        "Sunday, 06-Nov-94 09:49:37 GMT",
+        "Sun Nov  6 09:49:37 1994",
+        "SUN, 06 NOV 1994 09:49:37 gmt",
+        "sun nov 6 09:49:37 1994",
+        // A wrong day of the week: the date is in the other fields.
+        "Mon, 06 Nov 1994 09:49:37 GMT",
+        "Thu Nov  6 09:49:37 1994",
+    ] {
+        assert_eq!(
+            lifetime(&[("date", d), ("expires", expires)]),
+            secs(3600),
+            "{expires}"
+        );
+    }
+    // Not dates: already expired (§5.3), never a panic.
+    for bad in [
+        "Sun, 32 Nov 1994 09:49:37 GMT",
+        "Sun, 06 Nov 1994 25:49:37 GMT",
+        "Sun, 06 Nov 1994 09:49:37 PST",
+        "Sun Xyz  6 09:49:37 1994",
+        "Sun, 06 Nov 99999 09:49:37 GMT",
+        "Sun, 06 Nov 1994 09:49 GMT",
+        "Sun, 06 Nov 1994 09:49:37:00 GMT",
+        "",
+        "-",
+    ] {
+        assert_eq!(
+            lifetime(&[("date", d), ("expires", bad)]),
+            Duration::ZERO,
+            "{bad}"
+        );
+    }
+}

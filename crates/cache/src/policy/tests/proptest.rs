@@ -301,8 +301,8 @@ fn directive() -> impl Strategy<Value = (&'static str, Arg)> {
 }
 
 /// The directives as §5.2.2 reads them, from the list rather than from the parser: flags are
-/// set by any occurrence; a delta-seconds directive takes its value clamped to 2^31 (§1.2.2),
-/// 0 when the argument is not delta-seconds or a later occurrence disagrees (§4.2.1).
+/// set by any occurrence; a delta-seconds directive takes its first occurrence's value (§4.2.1)
+/// clamped to 2^31 (§1.2.2), 0 when that argument is not delta-seconds.
 fn expected(list: &[(&'static str, Arg)]) -> ResponseDirectives {
     let has = |name: &str| list.iter().any(|(n, _)| *n == name);
     let delta = |name: &str| {
@@ -314,9 +314,7 @@ fn expected(list: &[(&'static str, Arg)]) -> ResponseDirectives {
                 Arg::None | Arg::Other(_) => 0,
             })
             .collect();
-        let first = *values.first()?;
-        let agreed = values.iter().all(|&v| v == first);
-        Some(Duration::from_secs(if agreed { first } else { 0 }))
+        Some(Duration::from_secs(*values.first()?))
     };
     ResponseDirectives {
         source: DirectiveSource::CacheControl,

@@ -168,7 +168,6 @@ impl RouteCache {
         let directives = RequestDirectives::parse(&parts.headers);
         let may_store =
             !directives.no_store && !self.no_store.iter().any(|c| c.matches(&parts.headers));
-        let epoch = self.zone.epoch();
         let miss = |leader, may_store, status| {
             Lookup::Upstream(Ticket {
                 kind: Kind::Fetch {
@@ -179,7 +178,7 @@ impl RouteCache {
                 primary: primary.clone(),
                 parts: parts.clone(),
                 request_time: SystemTime::now(),
-                epoch,
+                fence: Some(self.zone.fence(&primary)),
             })
         };
         if self.bypass.iter().any(|c| c.matches(&parts.headers)) {
@@ -205,8 +204,12 @@ impl RouteCache {
                     .await
                 {
                     Some(lookup) => return lookup,
-                    // Gone from storage meanwhile: look again.
-                    None => continue,
+                    // Gone from storage meanwhile, or settled by another request: look again,
+                    // once whatever is replacing it is in the index.
+                    None => {
+                        self.settled(&primary).await;
+                        continue;
+                    }
                 }
             }
             if directives.only_if_cached {
@@ -228,13 +231,27 @@ impl RouteCache {
                 // Collapsing off: every miss goes upstream, and each may store.
                 return miss(None, may_store, CacheStatus::Miss);
             };
+            if directives.needs_its_own_validation() {
+                // Issue 21: a waiter joins a response in flight only if it may use it, and a
+                // response requested before this request arrived does not satisfy its
+                // `no-cache` / `max-age=0` (RFC 9111 §5.2.1): upstream now, stored if
+                // nobody else is storing this key.
+                return miss(None, may_store, CacheStatus::Miss);
+            }
             match self.zone.join(miss_key(&primary)) {
+                // Read after write (issue 21): a flight may have committed and ended between
+                // the lookup above and this join; a request that leads must not fetch what is
+                // stored by now. Looked up again, under the flight it now holds.
+                Join::Leader(leader) if self.zone.find(&primary, &parts.headers, ae).is_some() => {
+                    drop(leader);
+                    continue;
+                }
                 Join::Leader(leader) => return miss(Some(leader), may_store, CacheStatus::Miss),
                 Join::Follower(follower) => {
                     Stats::add(&self.zone.stats().collapsed, 1);
                     match follower.wait(lock_timeout).await {
                         Waited::Ready(shared) => {
-                            match serve::from_flight(&parts, &shared, compression) {
+                            match serve::from_flight(self, &parts, &shared, compression) {
                                 FromFlight::Served(outcome) => {
                                     return Lookup::Answered(self.finish(outcome));
                                 }
@@ -275,6 +292,11 @@ impl RouteCache {
     ) -> Option<Lookup> {
         let now = SystemTime::now();
         let meta = entry.meta();
+        if compression.is_none() && !serve::accepted_as_stored(parts, &meta) {
+            // Never sent to this client (a coding it does not take): neither served nor
+            // revalidated for it, which would cost a second request once the 304 came back.
+            return None;
+        }
         let served = |status| serve::entry(self, parts, &entry, status, compression);
         let outcome = match policy::evaluate(&meta, &parts.headers, &self.policy, now).reuse {
             Reuse::Fresh => served(CacheStatus::Hit).await?,
@@ -289,6 +311,12 @@ impl RouteCache {
             } => {
                 let status = match forward.take() {
                     Some(forward) if entry.start_refresh() => {
+                        // The refresh this request saw running may have ended since the lookup
+                        // (the flag is free again): never a second refresh for one answer.
+                        if self.settled_since(parts, primary, &entry, compression) {
+                            entry.end_refresh();
+                            return None;
+                        }
                         Stats::add(&self.zone.stats().refreshes, 1);
                         store::refresh_in_background(
                             self,
@@ -310,15 +338,30 @@ impl RouteCache {
                 // One revalidation per key at a time, like a miss: the others wait for its
                 // answer (a 304 leaves a fresh entry to look up again; a new response is read
                 // as it arrives).
+                let own = RequestDirectives::parse(&parts.headers).needs_its_own_validation();
                 let leader = match self.lock_timeout {
+                    // Collapsing off, or a client whose `no-cache` / `max-age=0` another
+                    // request's revalidation (sent before it arrived) does not satisfy
+                    // (RFC 9111 §5.2.1; issue 21: a waiter joins only what it may use).
                     None => None,
+                    Some(_) if own => None,
                     Some(timeout) => match self.zone.join(miss_key(primary)) {
+                        // Another request's revalidation may have ended between the lookup
+                        // and this join (a 304 freshens the entry in place, a 200 replaces
+                        // it): then this one would be a second conditional request for one
+                        // answer (issue 21). Looked up again instead.
+                        Join::Leader(leader)
+                            if self.settled_since(parts, primary, &entry, compression) =>
+                        {
+                            drop(leader);
+                            return None;
+                        }
                         Join::Leader(leader) => Some(leader),
                         Join::Follower(follower) => {
                             Stats::add(&self.zone.stats().collapsed, 1);
                             match follower.wait(timeout).await {
                                 Waited::Ready(shared) => {
-                                    match serve::from_flight(parts, &shared, compression) {
+                                    match serve::from_flight(self, parts, &shared, compression) {
                                         FromFlight::Served(outcome) => {
                                             return Some(Lookup::Answered(self.finish(outcome)));
                                         }
@@ -349,11 +392,52 @@ impl RouteCache {
                     primary: primary.to_string(),
                     parts: parts.clone(),
                     request_time: now,
-                    epoch: self.zone.epoch(),
+                    fence: Some(self.zone.fence(primary)),
                 }));
             }
         };
         Some(Lookup::Answered(self.finish(outcome)))
+    }
+
+    /// Wait until the flight storing `primary` (if any) has committed. A fill writes the new
+    /// object to storage before it puts it in the index: in between, a lookup finds the old
+    /// entry whose body is gone, and looking again at once would find it again and end in an
+    /// upstream request of its own (issue 21: read after write). Bounded by the lock timeout.
+    async fn settled(&self, primary: &str) {
+        let Join::Follower(follower) = self.zone.join(miss_key(primary)) else {
+            // Nobody is storing it: the leader taken here is released at once.
+            return;
+        };
+        let bound = self.lock_timeout.unwrap_or(Duration::ZERO);
+        let settle = async {
+            if let Waited::Ready(shared) = follower.wait(bound).await {
+                shared.settled().await;
+            }
+        };
+        let _ = tokio::time::timeout(bound, settle).await;
+    }
+
+    /// Whether `entry`, found stale for `parts`, no longer needs this request's revalidation:
+    /// it was replaced or removed, or freshened in place by a 304.
+    fn settled_since(
+        &self,
+        parts: &Parts,
+        primary: &str,
+        entry: &Arc<Entry>,
+        compression: Option<&RouteCompression>,
+    ) -> bool {
+        let ae = serve::accept_encoding_key(&parts.headers, compression);
+        let current = self.zone.find(primary, &parts.headers, ae);
+        if !current.is_some_and(|current| Arc::ptr_eq(&current, entry)) {
+            return true;
+        }
+        let reuse = policy::evaluate(
+            &entry.meta(),
+            &parts.headers,
+            &self.policy,
+            SystemTime::now(),
+        );
+        matches!(reuse.reuse, Reuse::Fresh)
     }
 
     /// Response phase: what the cache makes of the upstream's answer to a [`Ticket`]'s request:
@@ -373,9 +457,11 @@ impl RouteCache {
             kind,
             primary,
             parts,
-            epoch,
+            fence,
             ..
         } = ticket;
+        // Always there for the kinds that store (a fresh one would only be later).
+        let fence = fence.unwrap_or_else(|| self.zone.fence(&primary));
         let outcome = match kind {
             Kind::Uncached { tls } => {
                 let mut response = result.map_err(|error| Failed {
@@ -415,7 +501,7 @@ impl RouteCache {
                     response,
                     times,
                     compression,
-                    epoch,
+                    fence,
                 )
                 .await
             }
@@ -430,7 +516,7 @@ impl RouteCache {
                     stale_if_error: if_error,
                     may_store,
                     times,
-                    epoch,
+                    fence,
                     leader,
                 };
                 store::revalidated(

@@ -132,7 +132,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 
 /// Whether the client accepts the stored response's content coding (identity always counts:
 /// RFC 9110 §12.5.3 lets a server send it whatever `Accept-Encoding` says).
-fn accepted_as_stored(parts: &Parts, source: &Meta) -> bool {
+pub(super) fn accepted_as_stored(parts: &Parts, source: &Meta) -> bool {
     match coding_of(&source.headers) {
         Some(ContentCoding::Identity) => true,
         Some(coding) => crate::features::compress::accepts(&parts.headers, coding),
@@ -239,15 +239,26 @@ fn conditional(parts: &Parts, meta: &Meta, response: &Response<Body>) -> Option<
     Some(not_modified)
 }
 
+/// RFC 9111 §4.2.3 and §5.1: a response being stored carries its age like one served from
+/// storage, so a response the origin took seconds to produce says so (`Age: 5` after a 5 s
+/// response delay). Under a second it is left out, as the origin sent it.
+fn add_age(headers: &mut HeaderMap, meta: &Meta) {
+    let age = policy::age_value(meta, SystemTime::now());
+    if age.as_bytes() != b"0" {
+        headers.insert(header::AGE, age);
+    }
+}
+
 /// Serve the response a leader is storing, to the leader's own client: the body as it arrives.
 pub(super) fn from_reader(
     _cache: &RouteCache,
     parts: &Parts,
-    head: ResponseParts,
-    _meta: &Meta,
+    mut head: ResponseParts,
+    meta: &Meta,
     reader: Reader<Head>,
     _compression: Option<&RouteCompression>,
 ) -> Response<Body> {
+    add_age(&mut head.headers, meta);
     let len = content_length(&head.headers);
     let body = if parts.method == Method::HEAD {
         Body::Empty
@@ -298,9 +309,19 @@ pub(super) fn variant_after_commit(
             != stored
 }
 
-/// A follower of a miss: serve the leader's response if it is the variant this request would
-/// get (§4.1), reading its body as it arrives.
+/// A follower of a miss: serve the leader's response if this request may use it, reading its
+/// body as it arrives.
+///
+/// A response in flight is reused like a stored one (RFC 9111 §4), so a waiter joins it only
+/// if it would be answered by it from storage: the method (GET or HEAD, both answered from the
+/// GET), the `Vary`ing fields (§4.1), the coding, and the freshness the request asks for
+/// (§4.2, §5.2.1: a request's `no-cache`, `max-age=0` or `min-fresh`, or a response that is
+/// stale or `no-cache` at once, must be validated for this request, and the leader's request
+/// was sent before this one arrived). Otherwise it goes upstream on its own. The client's own
+/// conditions are answered from the response's head (§4.3.2): a matching `If-None-Match` gets
+/// a 304, as from storage.
 pub(super) fn from_flight(
+    cache: &RouteCache,
     parts: &Parts,
     shared: &Arc<Shared<Head>>,
     compression: Option<&RouteCompression>,
@@ -314,16 +335,27 @@ pub(super) fn from_flight(
     if vary_key(&rule, &parts.headers, ae).is_none_or(|key| key != meta.vary_key) {
         return FromFlight::NotMine;
     }
+    let now = SystemTime::now();
+    if !matches!(
+        policy::evaluate(meta, &parts.headers, &cache.policy, now).reuse,
+        policy::Reuse::Fresh
+    ) {
+        return FromFlight::NotMine;
+    }
     if variant_after_commit(parts, meta, compression) {
         return FromFlight::AfterCommit(shared.clone());
     }
-    let Some(reader) = shared.reader() else {
-        return FromFlight::Gone;
-    };
     let mut response = Response::new(Body::Empty);
     *response.status_mut() = meta.status;
     *response.headers_mut() = meta.headers.clone();
     response.headers_mut().remove(NOT_FORWARDED);
+    add_age(response.headers_mut(), meta);
+    if let Some(not_modified) = conditional(parts, meta, &response) {
+        return FromFlight::Served(Outcome::new(not_modified, Some(CacheStatus::Hit)));
+    }
+    let Some(reader) = shared.reader() else {
+        return FromFlight::Gone;
+    };
     let len = content_length(&meta.headers);
     if parts.method != Method::HEAD {
         *response.body_mut() = Body::stream(reader.with_len(len));

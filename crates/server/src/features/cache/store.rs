@@ -12,7 +12,7 @@ use sluice_cache::meta::Meta;
 use sluice_cache::policy;
 use sluice_cache::storage::ObjectId;
 use sluice_cache::vary::{VaryRule, vary_key};
-use sluice_cache::zone::{CacheStatus, Entry, Head, Stats, Zone};
+use sluice_cache::zone::{CacheStatus, Entry, Fence, Head, Stats, Zone};
 use sluice_core::{Body, Error};
 
 use super::{Failure, Forward, Outcome, RouteCache, serve, variant};
@@ -72,7 +72,7 @@ pub(super) async fn response(
     response: Response<Body>,
     times: (SystemTime, SystemTime),
     compression: Option<&RouteCompression>,
-    epoch: u64,
+    fence: Fence,
 ) -> Outcome {
     let meta = if may_store {
         storable_meta(cache, parts, primary, &response, times, compression)
@@ -102,7 +102,7 @@ pub(super) async fn response(
     let reader = shared.reader();
     cache
         .zone
-        .store_source(publisher, (*meta).clone(), body, epoch);
+        .store_source(publisher, (*meta).clone(), body, fence);
     if serve::variant_after_commit(parts, &meta, compression) {
         // A small response this client wants in another coding: once stored (moments away:
         // the fill reads the origin as fast as it sends), its variant is made once at the
@@ -188,8 +188,8 @@ pub(super) struct Revalidation<'a> {
     pub(super) may_store: bool,
     /// §4.2.3 request and response times of the conditional request.
     pub(super) times: (SystemTime, SystemTime),
-    /// The zone's invalidation epoch when the request went upstream.
-    pub(super) epoch: u64,
+    /// Taken when the request went upstream.
+    pub(super) fence: Fence,
     /// Wakes the requests collapsed on this revalidation.
     pub(super) leader: Option<Leader>,
 }
@@ -209,7 +209,7 @@ pub(super) async fn revalidated(
         stale_if_error,
         may_store,
         times: (request_time, response_time),
-        epoch,
+        fence,
         leader,
     } = revalidation;
     let meta = entry.meta();
@@ -239,36 +239,46 @@ pub(super) async fn revalidated(
             (primary, leader),
             may_store,
             response,
-            (request_time, response_time, epoch),
+            (request_time, response_time, fence),
             compression,
         )
         .await);
     }
-    // §4.3.4: a 304 that does not match the stored response (or makes it unstorable) leaves
-    // nothing usable stored: the client, who asked no condition of its own, gets the whole
-    // response, fetched again without conditions.
-    let fresh =
-        policy::freshen(&meta, response.headers(), request_time, response_time).filter(|fresh| {
-            policy::storable(
+    // One client request makes at most one request to the origin (issue 21): whatever the
+    // 304 says, the client is answered from the stored response it validated, never by a
+    // second, unconditional request. The conditional request named this stored response
+    // alone, and the origin answered that it is current (RFC 9110 §15.4.5).
+    let fresh = policy::freshen(&meta, response.headers(), request_time, response_time);
+    let outcome = match fresh {
+        Some(fresh) => {
+            // §3 again: a 304 may make the response unstorable now (`no-store`, `private`).
+            // The client still gets it, with the 304's fields, and then it is removed.
+            let storable = policy::storable(
                 &Method::GET,
                 &parts.headers,
                 fresh.status,
                 &fresh.headers,
                 &cache.policy,
             )
-            .is_ok()
-        });
-    let Some(fresh) = fresh else {
-        cache.zone.invalidate(&entry.primary).await;
-        let key = (primary, leader);
-        return refetch(cache, parts, key, may_store, compression, forward).await;
+            .is_ok();
+            freshen(cache, entry, fresh).await;
+            let outcome =
+                serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await;
+            if !storable {
+                cache.zone.invalidate(&entry.primary).await;
+            }
+            outcome
+        }
+        // §4.3.4 selects nothing (the 304 names another validator): the stored response
+        // cannot be updated, and stays as it was (stale: the next request revalidates again).
+        None => serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await,
     };
-    freshen(cache, entry, fresh).await;
-    // The entry is fresh again: the requests waiting on this revalidation look it up.
+    // The entry is settled: the requests waiting on this revalidation look it up.
     drop(leader);
-    match serve::entry(cache, parts, entry, CacheStatus::Revalidated, compression).await {
+    match outcome {
         Some(outcome) => Ok(outcome),
-        // Evicted in between: fetch it whole.
+        // Evicted between the lookup and the 304 (the only case left): fetch it whole, the
+        // one retry there is.
         None => {
             refetch(
                 cache,
@@ -293,10 +303,10 @@ async fn refetch(
     forward: impl FnOnce() -> Forward,
 ) -> Result<Outcome, Error> {
     let request_time = SystemTime::now();
-    let epoch = cache.zone.epoch();
+    let fence = cache.zone.fence(primary);
     let request = upstream_request(parts, compression.is_some(), None);
     let response = forward()(request).await?;
-    let times = (request_time, SystemTime::now(), epoch);
+    let times = (request_time, SystemTime::now(), fence);
     Ok(response_outcome(
         cache,
         parts,
@@ -326,7 +336,7 @@ async fn response_outcome(
     (primary, leader): (&str, Option<Leader>),
     may_store: bool,
     response: Response<Body>,
-    (request_time, response_time, epoch): (SystemTime, SystemTime, u64),
+    (request_time, response_time, fence): (SystemTime, SystemTime, Fence),
     compression: Option<&RouteCompression>,
 ) -> Outcome {
     self::response(
@@ -339,7 +349,7 @@ async fn response_outcome(
         response,
         (request_time, response_time),
         compression,
-        epoch,
+        fence,
     )
     .await
 }
@@ -386,7 +396,7 @@ pub(super) fn refresh_in_background(
     let policy = cache.policy.clone();
     tokio::spawn(async move {
         let request_time = SystemTime::now();
-        let epoch = zone.epoch();
+        let fence = zone.fence(&entry.primary);
         let sent = forward(request).await;
         let response_time = SystemTime::now();
         match sent {
@@ -421,8 +431,9 @@ pub(super) fn refresh_in_background(
                     &entry,
                     &request_headers,
                     response,
-                    (request_time, response_time, epoch),
-                );
+                    (request_time, response_time, fence),
+                )
+                .await;
             }
             Err(err) => {
                 tracing::debug!(
@@ -437,13 +448,16 @@ pub(super) fn refresh_in_background(
 
 /// A new response from a background refresh replaces the entry when storable, under the same
 /// keys; when not storable (say the origin now sends `no-store`), the entry is removed.
-fn store_refreshed(
+/// Returns once the entry is settled (replaced, removed or left): the refresh flag is held
+/// until then, so a request arriving meanwhile finds the refresh running and starts no second
+/// one (issue 21: a background refresh never races into two origin requests).
+async fn store_refreshed(
     zone: &Arc<Zone>,
     settings: &policy::Settings,
     entry: &Arc<Entry>,
     request_headers: &HeaderMap,
     response: Response<Body>,
-    (request_time, response_time, epoch): (SystemTime, SystemTime, u64),
+    (request_time, response_time, fence): (SystemTime, SystemTime, Fence),
 ) {
     if response.status().is_server_error() {
         return;
@@ -458,11 +472,7 @@ fn store_refreshed(
     .is_ok()
         && VaryRule::of(response.headers()) == VaryRule::of(&entry.meta().headers);
     if !storable {
-        let zone = zone.clone();
-        let primary = entry.primary.clone();
-        tokio::spawn(async move {
-            zone.invalidate(&primary).await;
-        });
+        zone.invalidate(&entry.primary).await;
         return;
     }
     let Join::Leader(leader) = zone.join(super::miss_key(&entry.primary)) else {
@@ -483,5 +493,7 @@ fn store_refreshed(
         body_len: 0,
     };
     let publisher = leader.publish(Arc::new(meta.clone()));
-    zone.store_source(publisher, meta, response.into_body(), epoch);
+    let shared = publisher.shared().clone();
+    zone.store_source(publisher, meta, response.into_body(), fence);
+    shared.settled().await;
 }

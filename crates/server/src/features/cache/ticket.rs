@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use http::Request;
 use http::Response;
 use http::request::Parts;
-use sluice_cache::zone::{CacheStatus, Entry};
+use sluice_cache::zone::{CacheStatus, Entry, Fence};
 use sluice_core::{Body, Error};
 
 use super::store;
@@ -36,9 +36,9 @@ pub struct Ticket {
     pub(super) parts: Parts,
     /// RFC 9111 §4.2.3 `request_time`.
     pub(super) request_time: SystemTime,
-    /// The zone's invalidation epoch when the request went upstream: a purge or an unsafe
-    /// method meanwhile means its response is not stored.
-    pub(super) epoch: u64,
+    /// Taken when the request went upstream (`None` for methods the cache does not serve): a
+    /// purge or an unsafe method on this key meanwhile means its response is not stored.
+    pub(super) fence: Option<Fence>,
 }
 
 pub(super) enum Kind {
@@ -72,7 +72,7 @@ impl Ticket {
             primary: String::new(),
             parts,
             request_time: SystemTime::now(),
-            epoch: 0,
+            fence: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 
 mod collapse;
 mod compress;
+mod conformance;
 mod disk;
 mod freshness;
 mod invalidation;

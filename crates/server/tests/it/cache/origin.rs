@@ -27,6 +27,10 @@ pub struct Reply {
     headers: Vec<(String, String)>,
     body: Bytes,
     conditional: bool,
+    /// How long the origin takes to answer (part of the script, as a slow origin).
+    delay: std::time::Duration,
+    /// Close the connection without a response (this path only; [`Fail`] is every path).
+    close: bool,
 }
 
 impl Reply {
@@ -37,7 +41,21 @@ impl Reply {
             headers: Vec::new(),
             body: body.into(),
             conditional: false,
+            delay: std::time::Duration::ZERO,
+            close: false,
         }
+    }
+
+    /// Answer after `delay` (a slow origin; the request is counted when it arrives).
+    pub fn delay(mut self, delay: std::time::Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Close the connection without answering, for this path only.
+    pub fn close(mut self) -> Self {
+        self.close = true;
+        self
     }
 
     pub fn status(mut self, status: u16) -> Self {
@@ -248,6 +266,13 @@ impl Shared {
                 Bytes::from(format!("no script for {path}")),
             ));
         };
+        if !reply.delay.is_zero() {
+            // The scripted origin's own slowness, not a synchronisation.
+            tokio::time::sleep(reply.delay).await;
+        }
+        if reply.close {
+            return Err(std::io::Error::other("scripted close"));
+        }
         let safe = seen.method == Method::GET || seen.method == Method::HEAD;
         if reply.conditional && safe && not_modified(&reply, &seen.headers) {
             return Ok(respond(304, &reply.headers, Bytes::new()));
