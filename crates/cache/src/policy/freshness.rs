@@ -152,52 +152,98 @@ pub(crate) fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
         .or_else(|| lenient_http_date(text))
 }
 
-/// The slow path of [`parse_date`], for what `httpdate` (exact case, checked weekday) refuses.
-/// Written here because no maintained crate parses HTTP-dates leniently; it reads the fields
-/// by position and refuses anything out of range.
+/// The slow path of [`parse_date`], for what `httpdate` (exact case, checked weekday) refuses:
+/// the grammar of RFC 9110 §5.6.7, position by position, with names in any case and any day of
+/// the week. Nothing looser (one-digit hours, two-digit years outside RFC 850, missing commas,
+/// extra spaces are invalid dates, and an invalid `Expires` means already expired, §5.3).
+/// Written here because no maintained crate parses HTTP-dates case-insensitively.
 fn lenient_http_date(text: &str) -> Option<SystemTime> {
+    const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+    const LONG_DAYS: [&str; 7] = [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
     const MONTHS: [&str; 12] = [
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ];
-    let fields: Vec<&str> = text
-        .split([' ', ',', '-'])
-        .filter(|f| !f.is_empty())
-        .collect();
-    let number = |f: &str| -> Option<u64> {
-        (!f.is_empty() && f.len() <= 4 && f.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| f.parse().ok())
+    let b = text.as_bytes();
+    let name = |s: &[u8], names: &[&str]| {
+        names
+            .iter()
+            .position(|n| n.as_bytes().eq_ignore_ascii_case(s))
+    };
+    let digits = |s: &[u8]| -> Option<u64> {
+        s.iter().try_fold(0u64, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0'))
+        })
+    };
+    let month = |s: &[u8]| name(s, &MONTHS).map(|i| i as u64 + 1);
+    let gmt = |s: &[u8]| s.eq_ignore_ascii_case(b"GMT");
+    // `hh:mm:ss`
+    let clock = |s: &[u8]| -> Option<(u64, u64, u64)> {
+        (s.len() == 8 && s[2] == b':' && s[5] == b':')
+            .then(|| Some((digits(&s[0..2])?, digits(&s[3..5])?, digits(&s[6..8])?)))
             .flatten()
     };
-    let month = |f: &str| {
-        MONTHS
-            .iter()
-            .position(|m| m.eq_ignore_ascii_case(f))
-            .map(|i| i as u64 + 1)
-    };
-    // The first field is the day of the week, whatever its spelling.
-    let (day, month, year, clock) = match fields.as_slice() {
-        // IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT`.
-        [_, day, mon, year, clock, zone] if zone.eq_ignore_ascii_case("gmt") => {
-            let two_digits = year.len() == 2;
-            let year = number(year)?;
-            // RFC 9110 §5.6.7: a two-digit year more than 50 years in the future is in the
-            // past century; simplified to the pivot 1970.
-            let year = match year {
-                0..=69 if two_digits => 2000 + year,
-                70..=99 if two_digits => 1900 + year,
-                _ => year,
-            };
-            (number(day)?, month(mon)?, year, *clock)
+    let (year, month, day, (h, m, sec)) = if b.len() == 29 && b[3] == b',' {
+        // IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`
+        name(&b[0..3], &DAYS)?;
+        let spaces = [4, 7, 11, 16, 25].iter().all(|&i| b[i] == b' ');
+        if !spaces || !gmt(&b[26..29]) {
+            return None;
         }
-        // asctime `Sun Nov  6 08:49:37 1994`.
-        [_, mon, day, clock, year] => (number(day)?, month(mon)?, number(year)?, *clock),
-        _ => return None,
-    };
-    let mut hms = clock.split(':').map(number);
-    let (Some(Some(h)), Some(Some(m)), Some(Some(sec)), None) =
-        (hms.next(), hms.next(), hms.next(), hms.next())
-    else {
-        return None;
+        (
+            digits(&b[12..16])?,
+            month(&b[8..11])?,
+            digits(&b[5..7])?,
+            clock(&b[17..25])?,
+        )
+    } else if b.len() == 24 && b[3] == b' ' {
+        // asctime: `Sun Nov  6 08:49:37 1994` (the day is 2DIGIT or SP DIGIT)
+        name(&b[0..3], &DAYS)?;
+        let spaces = [7, 10, 19].iter().all(|&i| b[i] == b' ');
+        let day = match b[8] {
+            b' ' => digits(&b[9..10])?,
+            _ => digits(&b[8..10])?,
+        };
+        if !spaces {
+            return None;
+        }
+        (
+            digits(&b[20..24])?,
+            month(&b[4..7])?,
+            day,
+            clock(&b[11..19])?,
+        )
+    } else {
+        // RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT`
+        let comma = text.find(',')?;
+        name(&b[..comma], &LONG_DAYS)?;
+        let rest = &b[comma..];
+        let shape = rest.len() == 24
+            && rest[1] == b' '
+            && rest[4] == b'-'
+            && rest[8] == b'-'
+            && rest[11] == b' '
+            && rest[20] == b' ';
+        if !shape || !gmt(&rest[21..24]) {
+            return None;
+        }
+        // A two-digit year more than 50 years in the future is in the past century
+        // (RFC 9110 §5.6.7); simplified to the pivot 1970.
+        let yy = digits(&rest[9..11])?;
+        let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
+        (
+            year,
+            month(&rest[5..8])?,
+            digits(&rest[2..4])?,
+            clock(&rest[12..20])?,
+        )
     };
     if !(1..=31).contains(&day) || !(1970..=9999).contains(&year) || h > 23 || m > 59 || sec > 60 {
         return None;

@@ -264,7 +264,8 @@ fn rfc9110_s5_6_7_obsolete_date_formats_and_s4_2_case_insensitive_dates() {
         "Sunday, 06-Nov-94 09:49:37 GMT",
         "Sun Nov  6 09:49:37 1994",
         "SUN, 06 NOV 1994 09:49:37 gmt",
-        "sun nov 6 09:49:37 1994",
+        "sun nov  6 09:49:37 1994",
+        "SUNDAY, 06-nov-94 09:49:37 Gmt",
         // A wrong day of the week: the date is in the other fields.
         "Mon, 06 Nov 1994 09:49:37 GMT",
         "Thu Nov  6 09:49:37 1994",
@@ -286,6 +287,18 @@ fn rfc9110_s5_6_7_obsolete_date_formats_and_s4_2_case_insensitive_dates() {
         "Sun, 06 Nov 1994 09:49:37:00 GMT",
         "",
         "-",
+        // What cache-tests calls invalid, rightly: RFC 9110 §5.6.7's grammar is exact.
+        "Sun, 06 Nov 1994 9:49:37 GMT",
+        "Sun, 06 Nov 94 09:49:37 GMT",
+        "Sun, 06-Nov-1994 09:49:37 GMT",
+        "Sun,  06 Nov 1994 09:49:37 GMT",
+        "Sun 06 Nov 1994 09:49:37 GMT",
+        "sun nov 6 09:49:37 1994",
+        "Sun, 06-Nov-94 09:49:37 GMT",
+        "Sunday, 06 Nov 1994 09:49:37 GMT",
+        "Sunday, 06-Nov-94 09:49:37",
+        "é, 06 Nov 1994 09:49:37 GMT",
+        "Sunday,, 06-Nov-94 09:49:37 GMT",
     ] {
         assert_eq!(
             lifetime(&[("date", d), ("expires", bad)]),
