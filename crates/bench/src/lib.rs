@@ -93,7 +93,7 @@ pub struct RunArgs {
     /// Longest load run in seconds: a run stops at its request count or at this, whichever
     /// comes first (the built-in driver; h2load runs its count), so slow rows cost no more
     /// than fast ones and the full run stays within minutes.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.3)]
     pub run_secs: f64,
     /// After the measured runs of each proxied row, one more run with `strace -c -f` attached
     /// to the server (sluice and the peers), for system calls per request. Slow: strace stops

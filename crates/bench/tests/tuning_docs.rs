@@ -18,6 +18,10 @@ fn every_tuning_line_is_documented() {
             .lines()
             .find(|l| l.starts_with('|') && l.contains(&quoted))
             .unwrap_or_else(|| panic!("{quoted} is not in the tuning table of docs/benchmarks.md"));
-        assert!(row.contains(tuning.source), "{quoted}: the row does not cite {}", tuning.source);
+        assert!(
+            row.contains(tuning.source),
+            "{quoted}: the row does not cite {}",
+            tuning.source
+        );
     }
 }

@@ -33,7 +33,7 @@ async fn answers_like_the_demo_origin(kind: OriginKind) {
     };
     let ctx = Context::for_tests(dir.path());
     let page = sluice_bench::fixtures::page();
-    // A small stream (the suite's is 128 MB), the date JSON, /hello, and a gzipped POST
+    // A small stream (the suite's is 34 MB), the date JSON, /hello, and a gzipped POST
     // whose bytes the origin hashes.
     let mut stream = scenario("stream-raw");
     stream.load.path = "/stream?chunks=40&size=1000&cachebust=1".into();

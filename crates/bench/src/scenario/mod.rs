@@ -234,7 +234,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ),
     (
         "seed-004",
-        "~128 MB chunked stream through the proxy, raw vs gzip level 1, MB/s",
+        "~34 MB chunked stream through the proxy, raw vs gzip level 1, MB/s",
     ),
     (
         "many-conns",

@@ -155,8 +155,8 @@ pub fn config(
 
     let mut cfg = String::from("global\n");
     let _ = writeln!(cfg, "    nbthread {}", ctx.workers.max(1));
-    // Room for the many-connections scenario's clients and as many upstream connections.
-    cfg.push_str("    maxconn 8192\n");
+    // Room for every client and upstream connection, and the splice pipes (target/tuning.rs).
+    cfg.push_str("    maxconn 4096\n");
     let _ = writeln!(cfg, "    tune.bufsize {BUFSIZE}");
     if proxy.compress.is_some() {
         // With libslz any level above 0 is its single level; 1 says so.

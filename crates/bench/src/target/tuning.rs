@@ -202,9 +202,10 @@ pub const TUNING: &[Tuning] = &[
     Tuning {
         peer: TargetKind::Haproxy,
         when: When::Always,
-        line: "maxconn 8192",
-        reason: "room for every client and upstream connection (the default follows the file \
-                 limit)",
+        line: "maxconn 4096",
+        reason: "room for every client and upstream connection, and for the splice pipes \
+                 within the lab's file limit (at 8192, HAProxy asks for more descriptors than \
+                 the 20,000 allowed here and refuses to start)",
         source: HAPROXY_MANUAL,
     },
     Tuning {
