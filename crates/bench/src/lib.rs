@@ -92,7 +92,7 @@ pub struct RunArgs {
     pub origins: Vec<zoo::OriginKind>,
     /// Longest load run in seconds: a run stops at its request count or at this, whichever
     /// comes first (the built-in driver; h2load runs its count), so slow rows cost no more
-    /// than fast ones and the full run stays within minutes.
+    /// than fast ones and the full run stays within minutes. Not applied with --quick.
     #[arg(long, default_value_t = 0.3)]
     pub run_secs: f64,
     /// After the measured runs of each proxied row, one more run with `strace -c -f` attached
