@@ -28,7 +28,9 @@ pub mod report;
 pub mod runner;
 pub mod sampler;
 pub mod scenario;
+pub mod syscalls;
 pub mod target;
+pub mod zoo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,9 +76,30 @@ pub struct RunArgs {
         default_value = "sluice,nginx,haproxy,caddy,varnish,baseline"
     )]
     pub targets: Vec<TargetKind>,
-    /// Load generator.
-    #[arg(long, value_enum, default_value = "builtin")]
-    pub driver: DriverKind,
+    /// Load generators, comma-separated: each measures every row in turn (h2load as a second
+    /// client beside the built-in one, so no verdict rests on one client).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "builtin")]
+    pub driver: Vec<DriverKind>,
+    /// Origins behind the proxy, comma-separated: sluice's demo origin, Go's net/http, Node.js,
+    /// a Python ASGI app (uvicorn). Each proxied row runs once per origin; an origin whose
+    /// runtime is missing gets "not supported" rows saying what to install.
+    #[arg(
+        long = "origin",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "sluice"
+    )]
+    pub origins: Vec<zoo::OriginKind>,
+    /// Longest load run in seconds: a run stops at its request count or at this, whichever
+    /// comes first (the built-in driver; h2load runs its count), so slow rows cost no more
+    /// than fast ones and the full run stays within minutes. Not applied with --quick.
+    #[arg(long, default_value_t = 0.3)]
+    pub run_secs: f64,
+    /// After the measured runs of each proxied row, one more run with `strace -c -f` attached
+    /// to the server (sluice and the peers), for system calls per request. Slow: strace stops
+    /// the server on every call, so the run's own figures are not kept.
+    #[arg(long)]
+    pub syscalls: bool,
     /// A tenth of the requests and one run per measurement (the suite in a few minutes).
     #[arg(long)]
     pub quick: bool,
@@ -106,7 +129,7 @@ pub fn main(cmd: BenchCommand) -> ExitCode {
             ExitCode::SUCCESS
         }
         BenchSubcommand::Run(args) => {
-            if args.driver == DriverKind::H2load && !driver::h2load::available() {
+            if args.driver.contains(&DriverKind::H2load) && !driver::h2load::available() {
                 return fail(
                     "--driver h2load: h2load is not installed (apt-get install nghttp2-client)",
                 );

@@ -54,6 +54,11 @@ pub struct ScenarioResult {
     pub target: String,
     /// `builtin` or `h2load`.
     pub driver: String,
+    /// The program behind the proxy (`--origin`): `sluice` (the demo origin), `go`, `node`,
+    /// `python`; `-` for rows with no origin (static files). `sluice` in results from before
+    /// the origin zoo.
+    #[serde(default = "default_origin")]
+    pub origin: String,
     pub outcome: Outcome,
     /// One per load run (empty unless the outcome is `Ok`).
     pub runs: Vec<Measurement>,
@@ -110,12 +115,62 @@ pub struct Measurement {
     pub server_peak_rss_bytes: u64,
     /// Identity bytes ÷ bytes on the wire, where the scenario compresses.
     pub compression_ratio: Option<f64>,
+    /// System calls of the server's process tree in the `--syscalls` side run (strace -c -f),
+    /// kept on the first run's record; None when there was no side run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<SyscallCounts>,
     /// The first failure the driver met (connection error, unexpected status), to say why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
 }
 
+fn default_origin() -> String {
+    "sluice".into()
+}
+
+/// What `strace -c -f` counted over one side run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SyscallCounts {
+    /// Requests answered during the side run.
+    pub requests: u64,
+    /// System call name -> calls over the side run, all threads and processes of the server.
+    pub calls: BTreeMap<String, u64>,
+}
+
+impl SyscallCounts {
+    /// All calls per request.
+    pub fn per_request(&self) -> f64 {
+        self.calls.values().sum::<u64>() as f64 / self.requests.max(1) as f64
+    }
+
+    /// The `n` most frequent calls, with calls per request, most frequent first.
+    pub fn top(&self, n: usize) -> Vec<(&str, f64)> {
+        let mut calls: Vec<(&str, u64)> =
+            self.calls.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        calls.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        calls
+            .into_iter()
+            .take(n)
+            .map(|(k, v)| (k, v as f64 / self.requests.max(1) as f64))
+            .collect()
+    }
+}
+
 impl ScenarioResult {
+    /// Whether the row is behind sluice's own demo origin, or has no origin at all: the rows
+    /// the charts and the classic tables are made of.
+    pub fn default_origin(&self) -> bool {
+        matches!(self.origin.as_str(), "sluice" | "-")
+    }
+
+    /// The median of `value` over the runs (0 without runs): CPU figures are taken this way,
+    /// each on its own, rather than from the run with the median req/s.
+    pub fn median_of(&self, value: impl Fn(&Measurement) -> f64) -> f64 {
+        let mut values: Vec<f64> = self.runs.iter().map(value).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied().unwrap_or(0.0)
+    }
+
     /// The run with the median requests per second (the report's number), if any.
     pub fn median(&self) -> Option<&Measurement> {
         let mut runs: Vec<&Measurement> = self.runs.iter().collect();

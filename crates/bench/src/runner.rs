@@ -11,9 +11,11 @@ use bytes::Bytes;
 use crate::check::{self, Expect};
 use crate::client::Endpoint;
 use crate::driver;
+use crate::driver::DriverKind;
 use crate::model::{Measurement, Outcome, Report, RunSettings, ScenarioResult};
 use crate::scenario::{self, Scenario, Setup};
 use crate::target::{self, Context, Origins, StartError, TargetKind};
+use crate::zoo::{self, OriginKind, OriginProgram};
 use crate::{RunArgs, fixtures};
 use crate::{machine, report, sampler};
 
@@ -35,7 +37,7 @@ pub fn run(args: &RunArgs) -> Result<Report, String> {
     let mut report = Report {
         machine: machine::Machine::detect(),
         commit: commit(),
-        tools: tools(),
+        tools: tools(&args.origins),
         started_at: now_rfc3339(),
         settings: RunSettings {
             quick: args.quick,
@@ -52,16 +54,54 @@ pub fn run(args: &RunArgs) -> Result<Report, String> {
         .map_err(|e| format!("starting the check runtime: {e}"))?;
     let page = fixtures::page();
     let total = scenarios.len();
+    let programs: Vec<(OriginKind, Result<OriginProgram, String>)> = args
+        .origins
+        .iter()
+        .map(|&kind| (kind, zoo::prepare(kind, &ctx.exe, &work_dir)))
+        .collect();
+    for (kind, program) in &programs {
+        if let Err(why) = program {
+            eprintln!(
+                "warning: the {} origin is not available ({why}); its rows are reported as \
+                 not supported",
+                kind.name()
+            );
+        }
+    }
+    let whole_run = Instant::now();
     for (i, scenario) in scenarios.iter().enumerate() {
         let started = Instant::now();
         eprintln!("[{}/{total}] {} ({})", i + 1, scenario.name, scenario.group);
-        let results = run_scenario(scenario, args, &ctx, runs, &rt, &page);
+        let mut results = Vec::new();
+        if scenario.origins() == 0 {
+            results.extend(run_scenario(
+                scenario,
+                args,
+                &ctx,
+                runs,
+                &rt,
+                &page,
+                Ok(None),
+            ));
+        } else {
+            for (kind, program) in &programs {
+                let origin = match program {
+                    Ok(p) => Ok(Some(p)),
+                    Err(why) => Err((*kind, why.clone())),
+                };
+                results.extend(run_scenario(scenario, args, &ctx, runs, &rt, &page, origin));
+            }
+        }
         for r in &results {
             eprintln!("    {}", summary_line(r));
         }
         eprintln!("    ({:.1} s)", started.elapsed().as_secs_f64());
         report.results.extend(results);
     }
+    eprintln!(
+        "the whole run took {:.0} s",
+        whole_run.elapsed().as_secs_f64()
+    );
     report::write(&out, &report).map_err(|e| format!("writing the report: {e}"))?;
     eprintln!("report: {}", out.display());
     Ok(report)
@@ -103,6 +143,9 @@ pub fn select(selectors: &[String], quick: bool) -> Result<Vec<Scenario>, String
         .collect())
 }
 
+/// One scenario behind one origin program (`None`: a scenario without origins), on every
+/// target and with every driver.
+#[allow(clippy::too_many_arguments)]
 fn run_scenario(
     scenario: &Scenario,
     args: &RunArgs,
@@ -110,6 +153,7 @@ fn run_scenario(
     runs: usize,
     rt: &tokio::runtime::Runtime,
     page: &Bytes,
+    origin: Result<Option<&OriginProgram>, (OriginKind, String)>,
 ) -> Vec<ScenarioResult> {
     // A direct scenario measures the origin alone: one row, whatever the targets.
     let targets: Vec<Option<TargetKind>> = if scenario.setup == Setup::Direct {
@@ -117,46 +161,66 @@ fn run_scenario(
     } else {
         args.targets.iter().copied().map(Some).collect()
     };
-    let result =
-        |target: Option<TargetKind>, outcome: Outcome, runs: Vec<Measurement>| ScenarioResult {
-            scenario: scenario.name.clone(),
-            group: scenario.group.into(),
-            labels: scenario.labels.clone(),
-            target: target.map_or("origin", TargetKind::name).into(),
-            driver: args.driver.name().into(),
-            outcome,
-            runs,
-        };
-    let identity = match rt.block_on(crate::expected::identity_body(scenario, page)) {
-        Ok(body) => body,
-        Err(e) => {
-            return targets
-                .into_iter()
-                .map(|t| result(t, Outcome::Error(e.clone()), Vec::new()))
-                .collect();
+    let origin_name = match &origin {
+        Ok(Some(p)) => p.kind.name(),
+        Ok(None) => "-",
+        Err((kind, _)) => kind.name(),
+    };
+    let result = |target: Option<TargetKind>,
+                  driver: DriverKind,
+                  outcome: Outcome,
+                  runs: Vec<Measurement>| ScenarioResult {
+        scenario: scenario.name.clone(),
+        group: scenario.group.into(),
+        labels: scenario.labels.clone(),
+        target: target.map_or("origin", TargetKind::name).into(),
+        driver: driver.name().into(),
+        origin: origin_name.into(),
+        outcome,
+        runs,
+    };
+    // Every (target, driver) pair gets the same outcome.
+    let all_rows = |outcome: Outcome| -> Vec<ScenarioResult> {
+        targets
+            .iter()
+            .flat_map(|t| args.driver.iter().map(move |d| (*t, *d)))
+            .map(|(t, d)| result(t, d, outcome.clone(), Vec::new()))
+            .collect()
+    };
+    let program = match origin {
+        Ok(program) => program,
+        Err((kind, why)) => {
+            return all_rows(Outcome::NotSupported(format!(
+                "the {} origin is not available: {why}",
+                kind.name()
+            )));
         }
     };
-    let origins = match Origins::start(scenario, ctx) {
+    let identity = match rt.block_on(crate::expected::identity_body(scenario, page)) {
+        Ok(body) => body,
+        Err(e) => return all_rows(Outcome::Error(e)),
+    };
+    let sluice_origin = OriginProgram::sluice(&ctx.exe);
+    let origins = match Origins::start(scenario, ctx, program.unwrap_or(&sluice_origin)) {
         Ok(o) => o,
-        Err(e) => {
-            let e = format!("starting the origins: {e}");
-            return targets
-                .into_iter()
-                .map(|t| result(t, Outcome::Error(e.clone()), Vec::new()))
-                .collect();
-        }
+        Err(e) => return all_rows(Outcome::Error(format!("starting the origins: {e}"))),
     };
     let mut results = Vec::new();
     for target in targets {
-        let (outcome, measured) = match target {
+        let measured = match target {
             Some(kind) => on_target(kind, scenario, args, ctx, &origins, runs, rt, &identity),
             None => on_origin(scenario, args, ctx, &origins, runs, rt, &identity),
         };
-        results.push(result(target, outcome, measured));
+        for (driver, outcome, runs) in measured {
+            results.push(result(target, driver, outcome, runs));
+        }
     }
     origins.stop();
     results
 }
+
+/// What one target gave with each driver.
+type PerDriver = Vec<(DriverKind, Outcome, Vec<Measurement>)>;
 
 #[allow(clippy::too_many_arguments)]
 fn on_target(
@@ -168,11 +232,18 @@ fn on_target(
     runs: usize,
     rt: &tokio::runtime::Runtime,
     identity: &Bytes,
-) -> (Outcome, Vec<Measurement>) {
+) -> PerDriver {
+    let every_driver = |outcome: Outcome| -> PerDriver {
+        args.driver
+            .iter()
+            .map(|d| (*d, outcome.clone(), Vec::new()))
+            .collect()
+    };
     let running = match target::start(kind, scenario, ctx, origins) {
         Ok(r) => r,
-        Err(StartError::NotSupported(why)) => return (Outcome::NotSupported(why), Vec::new()),
-        Err(StartError::Failed(why)) => return (Outcome::Error(why), Vec::new()),
+        Err(StartError::NotSupported(why)) => return every_driver(Outcome::NotSupported(why)),
+        Err(StartError::Drift(why)) => return every_driver(Outcome::CheckFailed(why)),
+        Err(StartError::Failed(why)) => return every_driver(Outcome::Error(why)),
     };
     let expect = Expect {
         balancing: kind != TargetKind::Baseline,
@@ -202,14 +273,21 @@ fn on_origin(
     runs: usize,
     rt: &tokio::runtime::Runtime,
     identity: &Bytes,
-) -> (Outcome, Vec<Measurement>) {
+) -> PerDriver {
     let (Some(pid), Some(target::process::Address::Tcp(addr))) =
         (origins.first_pid(), origins.addresses.first())
     else {
-        return (
-            Outcome::Error("the scenario has no TCP origin".into()),
-            Vec::new(),
-        );
+        return args
+            .driver
+            .iter()
+            .map(|d| {
+                (
+                    *d,
+                    Outcome::Error("the scenario has no TCP origin".into()),
+                    Vec::new(),
+                )
+            })
+            .collect();
     };
     let endpoint = Endpoint {
         addr: *addr,
@@ -224,7 +302,8 @@ fn on_origin(
     )
 }
 
-/// Check, then `runs` load runs with the sampler around each.
+/// Check once, then with each driver: an unmeasured warm-up and `runs` load runs with the
+/// sampler around each; then, with `--syscalls` on a proxied row, the side run under strace.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     scenario: &Scenario,
@@ -236,20 +315,61 @@ fn measure(
     runs: usize,
     rt: &tokio::runtime::Runtime,
     identity: &Bytes,
-) -> (Outcome, Vec<Measurement>) {
+) -> PerDriver {
     if let Err(why) = rt.block_on(check::run(scenario, endpoint, identity, expect)) {
-        return (Outcome::CheckFailed(why), Vec::new());
+        return args
+            .driver
+            .iter()
+            .map(|d| (*d, Outcome::CheckFailed(why.clone()), Vec::new()))
+            .collect();
     }
+    let mut load = scenario.load.clone();
+    // A full run's time limit; a --quick run keeps its (already small) counts, so it still
+    // sends at least its tenth of the requests however slow the server.
+    load.max_secs = (!args.quick && args.run_secs > 0.0).then_some(args.run_secs);
+    let mut per_driver = Vec::new();
+    for &driver in &args.driver {
+        let (outcome, mut measured) =
+            measure_with(driver, scenario, &load, ctx, endpoint, pid, runs, identity);
+        if args.syscalls
+            && outcome == Outcome::Ok
+            && matches!(scenario.setup, Setup::Proxy(_))
+            && let Some(first) = measured.first_mut()
+        {
+            // The side run's counts ride on the first run's record (the report reads them
+            // from there); the side run's own speed is strace's, not the server's.
+            match crate::syscalls::side_run(driver, &load, ctx, endpoint, pid) {
+                Ok(counts) => first.syscalls = Some(counts),
+                Err(e) => eprintln!("    syscall side run failed: {e}"),
+            }
+        }
+        per_driver.push((driver, outcome, measured));
+    }
+    per_driver
+}
+
+/// One driver's warm-up and runs.
+#[allow(clippy::too_many_arguments)]
+fn measure_with(
+    driver: DriverKind,
+    scenario: &Scenario,
+    load: &scenario::LoadSpec,
+    ctx: &Context,
+    endpoint: &Endpoint,
+    pid: u32,
+    runs: usize,
+    identity: &Bytes,
+) -> (Outcome, Vec<Measurement>) {
     // Unmeasured, so the first run does not pay for cold caches, lazily grown buffers and
-    // pools, the upstream's first connections, or the CPU ramping its clock up.
-    let warm_up = warm_up_load(&scenario.load);
-    match driver::run(
-        args.driver,
-        &warm_up,
-        endpoint,
-        &ctx.load_cpus,
-        &ctx.work_dir,
-    ) {
+    // pools, the upstream's first connections, or the CPU ramping its clock up. A stream row
+    // has none: its check just sent a whole stream through the same connections' path.
+    let warm_up = warm_up_load(load);
+    let warm = if scenario.throughput {
+        Ok(Measurement::default())
+    } else {
+        driver::run(driver, &warm_up, endpoint, &ctx.load_cpus, &ctx.work_dir)
+    };
+    match warm {
         Ok(m) => {
             if let Some(why) = driver::builtin::describe_failures(&m) {
                 return (
@@ -268,13 +388,7 @@ fn measure(
     let mut measured = Vec::with_capacity(runs);
     for _ in 0..runs {
         let sampler = sampler::Sampler::start(pid);
-        let run = driver::run(
-            args.driver,
-            &scenario.load,
-            endpoint,
-            &ctx.load_cpus,
-            &ctx.work_dir,
-        );
+        let run = driver::run(driver, load, endpoint, &ctx.load_cpus, &ctx.work_dir);
         let usage = sampler.stop();
         let mut m = match run {
             Ok(m) => m,
@@ -311,6 +425,7 @@ pub fn warm_up_load(load: &scenario::LoadSpec) -> scenario::LoadSpec {
     warm_up.requests = (load.requests / 10)
         .max(load.concurrency() as u64)
         .min(load.requests);
+    warm_up.max_secs = load.max_secs.map(|s| s / 5.0);
     warm_up
 }
 
@@ -397,7 +512,7 @@ fn commit() -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
-fn tools() -> BTreeMap<String, String> {
+fn tools(origins: &[OriginKind]) -> BTreeMap<String, String> {
     let mut tools = BTreeMap::new();
     tools.insert("sluice".into(), env!("CARGO_PKG_VERSION").into());
     if let Some(v) = target::nginx::version() {
@@ -412,12 +527,23 @@ fn tools() -> BTreeMap<String, String> {
     if let Some(v) = target::caddy::version() {
         tools.insert("caddy".into(), v);
     }
+    for kind in origins {
+        if let Some(v) = zoo::version(*kind) {
+            tools.insert(format!("{} origin", kind.name()), v);
+        }
+    }
     tools
 }
 
 /// One line per result for the progress output.
 pub fn summary_line(r: &ScenarioResult) -> String {
-    let head = format!("{:<9}", r.target);
+    let mut head = format!("{:<9}", r.target);
+    if r.origin != "sluice" && r.origin != "-" {
+        head.push_str(&format!(" ({} origin)", r.origin));
+    }
+    if r.driver != "builtin" {
+        head.push_str(&format!(" [{}]", r.driver));
+    }
     match (&r.outcome, r.median()) {
         (Outcome::Ok, Some(m)) => {
             let rate = if m.body_mb_per_sec > 0.0 && r.group == "seed-004" {

@@ -199,6 +199,11 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
+/// The PIDs of `root_pid` and all its descendants alive now (what strace attaches to).
+pub fn tree_pids(root_pid: u32) -> Vec<u32> {
+    tree(root_pid).into_iter().map(|s| s.pid).collect()
+}
+
 /// The root process and all its descendants alive now.
 fn tree(root_pid: u32) -> Vec<ProcStat> {
     let Ok(entries) = fs::read_dir("/proc") else {

@@ -5,6 +5,8 @@
 // allow-*-in-tests does not reach.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -213,7 +215,7 @@ async fn a_refused_connection_is_an_error_not_a_hang() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn varnish_caches_and_the_cpu_of_its_cache_process_is_counted() {
     if !varnish::available() {
-        eprintln!("varnish is not installed: skipped");
+        common::skip(module_path!(), "varnish is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -268,7 +270,7 @@ fn lab_context(dir: &std::path::Path) -> Context {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_caches_the_json_and_its_cpu_is_counted() {
     if !haproxy::available() {
-        eprintln!("haproxy is not installed: skipped");
+        common::skip(module_path!(), "haproxy is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -304,7 +306,7 @@ async fn haproxy_caches_the_json_and_its_cpu_is_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caddy_compresses_the_page_and_its_cpu_is_counted() {
     if !caddy::available() {
-        eprintln!("caddy is not installed: skipped");
+        common::skip(module_path!(), "caddy is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

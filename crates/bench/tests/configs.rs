@@ -12,6 +12,8 @@
 // allow-*-in-tests does not reach.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -100,9 +102,7 @@ fn load_sluice_configs(pick: impl Fn(&Scenario) -> bool) -> usize {
         }
         let toml = match sluice::config(&s, &ctx, &origins(&s, dir.path()), LISTEN) {
             Ok(toml) => toml,
-            Err(StartError::NotSupported(why) | StartError::Failed(why)) => {
-                panic!("{}: {why}", s.name)
-            }
+            Err(e) => panic!("{}: {e:?}", s.name),
         };
         let path = dir.path().join(format!("{}.toml", s.name));
         std::fs::write(&path, &toml).unwrap();
@@ -152,7 +152,7 @@ fn load_sluice_configs(pick: impl Fn(&Scenario) -> bool) -> usize {
 #[test]
 fn nginx_configs_pass_nginx_t() {
     if !nginx::available() {
-        eprintln!("nginx is not installed: skipped");
+        common::skip(module_path!(), "nginx is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -173,7 +173,7 @@ fn nginx_configs_pass_nginx_t() {
                 not_supported.push(s.name.clone());
                 continue;
             }
-            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+            Err(e) => panic!("{}: {e:?}", s.name),
         };
         let path = prefix.join("nginx.conf");
         std::fs::write(&path, &conf).unwrap();
@@ -209,7 +209,7 @@ fn nginx_configs_pass_nginx_t() {
 #[test]
 fn varnish_vcls_compile() {
     if !varnish::available() {
-        eprintln!("varnish is not installed: skipped");
+        common::skip(module_path!(), "varnish is not installed");
         return;
     }
     let varnishd = varnish::binary().unwrap();
@@ -222,7 +222,7 @@ fn varnish_vcls_compile() {
         let vcl = match varnish::vcl(&s, &origins(&s, dir.path())) {
             Ok(vcl) => vcl,
             Err(StartError::NotSupported(_)) => continue,
-            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+            Err(e) => panic!("{}: {e:?}", s.name),
         };
         let path = dir.path().join(format!("{}.vcl", s.name));
         std::fs::write(&path, &vcl).unwrap();
@@ -259,7 +259,7 @@ fn varnish_vcls_compile() {
 #[test]
 fn haproxy_configs_pass_haproxy_c() {
     let Some(haproxy_bin) = haproxy::binary() else {
-        eprintln!("haproxy is not installed: skipped");
+        common::skip(module_path!(), "haproxy is not installed");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -279,7 +279,7 @@ fn haproxy_configs_pass_haproxy_c() {
                 not_supported.push(s.name.clone());
                 continue;
             }
-            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+            Err(e) => panic!("{}: {e:?}", s.name),
         };
         if s.load.tls {
             // `haproxy -c` loads the certificate.
@@ -331,7 +331,7 @@ fn haproxy_configs_pass_haproxy_c() {
 #[test]
 fn caddyfiles_adapt_and_pass_caddy_validate() {
     let Some(caddy_bin) = caddy::binary() else {
-        eprintln!("caddy is not installed: skipped");
+        common::skip(module_path!(), "caddy is not installed");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -347,7 +347,7 @@ fn caddyfiles_adapt_and_pass_caddy_validate() {
         let file = match caddy::caddyfile(&s, &ctx, &origins(&s, dir.path()), listen, &target_dir) {
             Ok(file) => file,
             Err(StartError::NotSupported(_)) => continue,
-            Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+            Err(e) => panic!("{}: {e:?}", s.name),
         };
         let path = target_dir.join("Caddyfile");
         std::fs::write(&path, &file).unwrap();

@@ -5,6 +5,8 @@
 // allow-*-in-tests does not reach.
 #![allow(clippy::panic)]
 
+mod common;
+
 use std::path::PathBuf;
 
 use sluice_bench::driver::h2load::{self, Summary, TimeStats};
@@ -201,7 +203,10 @@ fn output_without_a_summary_is_an_error_that_quotes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_runs_against_the_demo_origin() {
     if !h2load::available() {
-        eprintln!("h2load is not installed (apt-get install nghttp2-client): live test skipped");
+        common::skip(
+            module_path!(),
+            "h2load is not installed (apt-get install nghttp2-client)",
+        );
         return;
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use sluice_bench::model::{Machine, Measurement, Outcome, Report, RunSettings, ScenarioResult};
+use sluice_bench::model::{
+    Machine, Measurement, Outcome, Report, RunSettings, ScenarioResult, SyscallCounts,
+};
 use sluice_bench::report::{self, charts, markdown};
 
 /// A run of `rps` req/s over 1000 responses of `body` bytes each.
@@ -34,8 +36,28 @@ fn run(rps: f64, body: u64, cpu_us: f64) -> Measurement {
         server_kernel_us_per_request: cpu_us * 0.6,
         server_peak_rss_bytes: 12 << 20,
         compression_ratio: None,
+        syscalls: None,
         first_error: None,
     }
+}
+
+fn behind_go(mut r: ScenarioResult) -> ScenarioResult {
+    r.origin = "go".into();
+    r
+}
+
+fn with_syscalls(mut m: Measurement) -> Measurement {
+    m.syscalls = Some(SyscallCounts {
+        requests: 200,
+        calls: BTreeMap::from([
+            ("writev".to_string(), 400),
+            ("recvfrom".to_string(), 1000),
+            ("epoll_wait".to_string(), 150),
+            ("sendto".to_string(), 20),
+            ("futex".to_string(), 2),
+        ]),
+    });
+    m
 }
 
 fn result(
@@ -57,6 +79,7 @@ fn result(
             .collect(),
         target: target.into(),
         driver: "builtin".into(),
+        origin: "sluice".into(),
         outcome,
         runs,
     }
@@ -181,6 +204,36 @@ fn sample_report() -> Report {
             ok(),
             vec![run(3400.0, 340_001, 200.0)],
         ),
+        // The same row behind the Go origin: sluice and HAProxy compared with each other there,
+        // never with the rows behind sluice's own origin; sluice's with a syscall side run.
+        behind_go(result(
+            "seed-003",
+            &[
+                ("setup", "proxy"),
+                ("path", "/what-date-is-it"),
+                ("caching", "no"),
+                ("concurrency", "6"),
+            ],
+            "sluice",
+            ok(),
+            vec![
+                with_syscalls(run(3000.0, 340_001, 120.0)),
+                run(3100.0, 340_001, 110.0),
+                run(2900.0, 340_001, 130.0),
+            ],
+        )),
+        behind_go(result(
+            "seed-003",
+            &[
+                ("setup", "proxy"),
+                ("path", "/what-date-is-it"),
+                ("caching", "no"),
+                ("concurrency", "6"),
+            ],
+            "haproxy",
+            ok(),
+            vec![run(3200.0, 340_001, 100.0)],
+        )),
         result(
             "seed-003",
             &[
@@ -472,12 +525,31 @@ fn the_best_peer_is_the_measured_peer_with_the_least_cpu_per_request() {
     // each with its kernel part.
     assert!(
         md.contains(
-            "| seed-003-proxy-/what-date-is-it-no-6 | 250 | 150 | haproxy 200 | 120 | 352 | 1.25x |"
+            "| seed-003-proxy-/what-date-is-it-no-6 | 250 | 100 | 150 | haproxy 200 | 80.0 | 120 \
+             | 352 | 1.25x |"
         ),
         "{md}"
     );
     assert!(
-        md.contains("| seed-000-GZ1-100,000-5 | 55.0 | 33.0 | – |  | cannot | – |"),
+        md.contains("| seed-000-GZ1-100,000-5 | 55.0 | 22.0 | 33.0 | – |  |  | cannot | – |"),
+        "{md}"
+    );
+    // Behind the Go origin the row is its own: sluice's median 120 against HAProxy's 100 there.
+    assert!(
+        md.contains(
+            "| seed-003-proxy-/what-date-is-it-no-6 (go origin) | 120 | 48.0 | 72.0 | haproxy 100 \
+             | 40.0 | 60.0 | – | 1.20x |"
+        ),
+        "{md}"
+    );
+    // The CPU cell is the median with the range of the runs.
+    assert!(md.contains("| 120 (110–130) |"), "{md}");
+    // The syscall side run: 1,572 calls over 200 requests, recvfrom first.
+    assert!(
+        md.contains(
+            "| seed-003-proxy-/what-date-is-it-no-6 (go origin) | sluice | 7.9 | recvfrom 5.00, \
+             writev 2.00, epoll_wait 0.75, sendto 0.10 |"
+        ),
         "{md}"
     );
 }

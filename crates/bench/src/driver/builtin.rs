@@ -1,4 +1,5 @@
-//! The built-in load generator: fixed concurrency, a fixed request count, HTTP/1.1 keep-alive
+//! The built-in load generator: fixed concurrency, a fixed request count (or fewer when the
+//! run reaches its time limit, `LoadSpec::max_secs`), HTTP/1.1 keep-alive
 //! or HTTP/2 with several streams per connection (h2load's `-c` / `-m`), TLS or not.
 //!
 //! It runs on ONE thread pinned to the load CPUs with a current-thread runtime, like h2load's
@@ -96,6 +97,11 @@ pub async fn load(spec: &LoadSpec, endpoint: &Endpoint) -> Result<Measurement, S
     let tls = TlsConnector::new()?;
     let remaining = Arc::new(AtomicU64::new(spec.requests));
     let started = Instant::now();
+    // Checked before each request: one in flight at the deadline still completes.
+    let deadline = spec
+        .max_secs
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| started + Duration::from_secs_f64(s));
     let mut tasks = Vec::new();
     for _ in 0..spec.clients.max(1) {
         // Connect up front so the streams of one HTTP/2 connection share it.
@@ -118,6 +124,7 @@ pub async fn load(spec: &LoadSpec, endpoint: &Endpoint) -> Result<Measurement, S
                 spec_protocol: spec.protocol,
                 tls: tls.clone(),
                 remaining: remaining.clone(),
+                deadline,
             };
             tasks.push(tokio::spawn(stream_loop(ctx, sender)));
         }
@@ -139,6 +146,7 @@ struct StreamCtx {
     spec_protocol: crate::scenario::Protocol,
     tls: TlsConnector,
     remaining: Arc<AtomicU64>,
+    deadline: Option<Instant>,
 }
 
 /// Claim one request at a time until none are left. A failed request still uses its slot, so
@@ -146,7 +154,7 @@ struct StreamCtx {
 async fn stream_loop(ctx: StreamCtx, sender: Sender) -> Result<Tally, String> {
     let mut tally = Tally::new()?;
     let mut sender = Some(sender);
-    while claim(&ctx.remaining) {
+    while ctx.deadline.is_none_or(|d| Instant::now() < d) && claim(&ctx.remaining) {
         let conn = match sender.as_mut() {
             Some(s) => s,
             None => match client::connect(&ctx.endpoint, ctx.spec_protocol, &ctx.tls).await {

@@ -250,8 +250,11 @@ struct Bars {
 
 impl Bars {
     fn of(report: &Report, group: &str, value: impl Fn(&crate::model::Measurement) -> f64) -> Bars {
-        let rows: Vec<&ScenarioResult> =
-            report.results.iter().filter(|r| r.group == group).collect();
+        let rows: Vec<&ScenarioResult> = report
+            .results
+            .iter()
+            .filter(|r| r.group == group && r.default_origin())
+            .collect();
         let targets = ordered_targets(rows.iter().copied());
         let category = |r: &ScenarioResult| {
             let parts: Vec<String> = r

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::charts::Chart;
-use super::peers::{best_peer_cell, best_peer_summary, versus_best_peer};
+use super::peers::{best_peer_cell, best_peer_summary, syscall_summary, versus_best_peer};
 use super::{GroupInfo, group_info, target_rank};
 use crate::model::{Measurement, Outcome, Report, ScenarioResult};
 use crate::scenario;
@@ -28,6 +28,7 @@ pub fn render(report: &Report, charts: &[Chart]) -> String {
     let mut out = String::new();
     header(&mut out, report);
     best_peer_summary(&mut out, report);
+    syscall_summary(&mut out, report);
     // Keyed by (position in the scenario table, id): the report reads in the order of `sluice
     // bench list`, and a group from another version of the table still renders, last.
     let mut groups: BTreeMap<(usize, &str), Vec<&ScenarioResult>> = BTreeMap::new();
@@ -96,11 +97,13 @@ fn header(out: &mut String, report: &Report) {
     }
     out.push_str(
         "\nHow to read: one table per seed experiment, one row per target. **req/s** (MB/s for \
-         streams) is the median run; latency and CPU are that run's. **CPU µs/req** is the \
+         streams) is the median run; latency is that run's. **CPU µs/req** is the \
          server's whole process tree's CPU time per request (lower is better; the figure to \
-         compare where the load generator, not the server, is the limit); **of it kernel** is \
-         its system time (system calls, the network stack), which a server's own code can \
-         shrink only by making fewer or cheaper calls. **sluice ÷ nginx** \
+         compare where the load generator, not the server, is the limit), the median of the \
+         runs with their range; **user** and **kernel** split it (the medians of each): user \
+         time is the server's own code, kernel time its system calls and the network stack, \
+         which a server's own code can shrink only by making fewer or cheaper calls. **origin** \
+         (where a table has several) is the program behind the proxy. **sluice ÷ nginx** \
          divides sluice's headline number by nginx's on the same row: above 1 sluice is faster. \
          **best peer** is, on sluice's row, the peer (nginx, HAProxy, Caddy, Varnish) that used \
          the least CPU per request on that row, with its CPU µs/req, and **sluice ÷ best peer** \
@@ -114,6 +117,7 @@ fn header(out: &mut String, report: &Report) {
 enum Column {
     Label(usize),
     Target,
+    Origin,
     Driver,
     Headline,
     P50,
@@ -121,6 +125,7 @@ enum Column {
     LatencySd,
     LatencyMax,
     CpuPerRequest,
+    UserPerRequest,
     KernelPerRequest,
     CpuPercent,
     BodyBytes,
@@ -163,7 +168,7 @@ fn group_section(out: &mut String, group: &str, results: &[&ScenarioResult]) {
             {
                 "---:"
             }
-            Column::Label(_) | Column::Target | Column::Driver => "---",
+            Column::Label(_) | Column::Target | Column::Origin | Column::Driver => "---",
             _ => "---:",
         })
         .collect();
@@ -222,6 +227,8 @@ fn ordered_rows<'a>(
             .unwrap_or(usize::MAX);
         (
             position,
+            origin_rank(&r.origin),
+            r.origin.clone(),
             target_rank(&r.target),
             r.target.clone(),
             r.driver.clone(),
@@ -232,6 +239,13 @@ fn ordered_rows<'a>(
 
 fn columns(info: &GroupInfo, results: &[&ScenarioResult], labels: usize) -> Vec<Column> {
     let mut columns: Vec<Column> = (0..labels).map(Column::Label).collect();
+    let first_origin = results.first().map(|r| r.origin.as_str());
+    if results
+        .iter()
+        .any(|r| Some(r.origin.as_str()) != first_origin)
+    {
+        columns.push(Column::Origin);
+    }
     columns.push(Column::Target);
     let first_driver = results.first().map(|r| r.driver.as_str());
     if results
@@ -244,7 +258,11 @@ fn columns(info: &GroupInfo, results: &[&ScenarioResult], labels: usize) -> Vec<
     if info.latency_spread {
         columns.extend([Column::LatencySd, Column::LatencyMax]);
     }
-    columns.extend([Column::CpuPerRequest, Column::KernelPerRequest]);
+    columns.extend([
+        Column::CpuPerRequest,
+        Column::UserPerRequest,
+        Column::KernelPerRequest,
+    ]);
     if info.cpu_percent {
         columns.push(Column::CpuPercent);
     }
@@ -273,6 +291,7 @@ fn header_name(column: Column, info: &GroupInfo, label_names: &[String]) -> Stri
     match column {
         Column::Label(i) => cell(&label_names[i]),
         Column::Target => "target".into(),
+        Column::Origin => "origin".into(),
         Column::Driver => "driver".into(),
         Column::Headline if info.mb_per_sec => "MB/s".into(),
         Column::Headline => "req/s".into(),
@@ -281,7 +300,8 @@ fn header_name(column: Column, info: &GroupInfo, label_names: &[String]) -> Stri
         Column::LatencySd => "latency SD".into(),
         Column::LatencyMax => "max".into(),
         Column::CpuPerRequest => "CPU µs/req".into(),
-        Column::KernelPerRequest => "of it kernel".into(),
+        Column::UserPerRequest => "user".into(),
+        Column::KernelPerRequest => "kernel".into(),
         Column::CpuPercent => "CPU % of a core".into(),
         Column::BodyBytes => "bytes/resp".into(),
         Column::CompressionRatio => "ratio".into(),
@@ -303,6 +323,7 @@ fn cell_text(
     match column {
         Column::Label(i) => return cell(&label_value(row, &label_names[i])),
         Column::Target => return cell(&row.target),
+        Column::Origin => return cell(&row.origin),
         Column::Driver => return cell(&row.driver),
         _ => {}
     }
@@ -327,8 +348,9 @@ fn cell_text(
         Column::P99 => latency(median.latency_p99_us),
         Column::LatencySd => latency(median.latency_sd_us),
         Column::LatencyMax => latency(median.latency_max_us),
-        Column::CpuPerRequest => cpu_us(median.server_cpu_us_per_request),
-        Column::KernelPerRequest => cpu_us(median.server_kernel_us_per_request),
+        Column::CpuPerRequest => cpu_cell(row),
+        Column::UserPerRequest => cpu_us(row.median_of(user_us)),
+        Column::KernelPerRequest => cpu_us(row.median_of(|m| m.server_kernel_us_per_request)),
         Column::CpuPercent => percent(median.server_cpu_percent),
         Column::BodyBytes => per_response(median.body_bytes),
         Column::CompressionRatio => median
@@ -339,7 +361,36 @@ fn cell_text(
         Column::VersusNginx => versus(row, "nginx", info, rows),
         Column::BestPeer => best_peer_cell(row, rows),
         Column::VersusBestPeer => versus_best_peer(row, rows),
-        Column::Label(_) | Column::Target | Column::Driver => String::new(),
+        Column::Label(_) | Column::Target | Column::Origin | Column::Driver => String::new(),
+    }
+}
+
+/// User time per request: the CPU figure less its kernel part.
+pub(super) fn user_us(m: &Measurement) -> f64 {
+    (m.server_cpu_us_per_request - m.server_kernel_us_per_request).max(0.0)
+}
+
+/// `85.0 (80.0–90.0)`: the median CPU µs per request of the runs, with their range when
+/// there are several (the spread of the figure the verdicts rest on).
+fn cpu_cell(row: &ScenarioResult) -> String {
+    let mut text = cpu_us(row.median_of(|m| m.server_cpu_us_per_request));
+    if row.runs.len() > 1 {
+        let values = row.runs.iter().map(|m| m.server_cpu_us_per_request);
+        let min = values.clone().fold(f64::INFINITY, f64::min);
+        let max = values.fold(f64::NEG_INFINITY, f64::max);
+        let _ = write!(text, " ({}–{})", cpu_us(min), cpu_us(max));
+    }
+    text
+}
+
+/// Sluice's and its demo origin's rows first, then the zoo's in `--origin` order.
+fn origin_rank(origin: &str) -> usize {
+    match origin {
+        "-" | "sluice" => 0,
+        "go" => 1,
+        "node" => 2,
+        "python" => 3,
+        _ => 4,
     }
 }
 
@@ -384,7 +435,12 @@ fn versus(row: &ScenarioResult, peer: &str, info: &GroupInfo, rows: &[&ScenarioR
     }
     let theirs = rows
         .iter()
-        .find(|r| r.target == peer && r.driver == row.driver && r.labels == row.labels)
+        .find(|r| {
+            r.target == peer
+                && r.driver == row.driver
+                && r.origin == row.origin
+                && r.labels == row.labels
+        })
         .filter(|r| r.outcome == Outcome::Ok)
         .and_then(|r| r.median());
     match (row.median(), theirs) {

@@ -63,6 +63,8 @@ pub fn start(
     dir: &Path,
 ) -> Result<Process, StartError> {
     let caddyfile = caddyfile(scenario, ctx, origins, addr, dir)?;
+    super::tuning::verify(super::TargetKind::Caddy, scenario, &caddyfile)
+        .map_err(StartError::Drift)?;
     let Some(caddy) = binary() else {
         return Err(StartError::NotSupported(
             "caddy is not installed (apt-get install caddy)".into(),

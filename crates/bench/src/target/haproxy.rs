@@ -66,6 +66,7 @@ pub fn start(
     dir: &Path,
 ) -> Result<Process, StartError> {
     let cfg = config(scenario, ctx, origins, addr, dir)?;
+    super::tuning::verify(super::TargetKind::Haproxy, scenario, &cfg).map_err(StartError::Drift)?;
     let Some(haproxy) = binary() else {
         return Err(StartError::NotSupported(
             "haproxy is not installed (apt-get install haproxy)".into(),
@@ -154,8 +155,8 @@ pub fn config(
 
     let mut cfg = String::from("global\n");
     let _ = writeln!(cfg, "    nbthread {}", ctx.workers.max(1));
-    // Room for the many-connections scenario's clients and as many upstream connections.
-    cfg.push_str("    maxconn 8192\n");
+    // Room for every client and upstream connection, and the splice pipes (target/tuning.rs).
+    cfg.push_str("    maxconn 4096\n");
     let _ = writeln!(cfg, "    tune.bufsize {BUFSIZE}");
     if proxy.compress.is_some() {
         // With libslz any level above 0 is its single level; 1 says so.
@@ -195,6 +196,10 @@ pub fn config(
     cfg.push_str("    default_backend origins\n\nbackend origins\n    balance roundrobin\n");
     // One pool of idle upstream connections shared by all clients, like nginx's `keepalive`.
     cfg.push_str("    http-reuse always\n");
+    if proxy.compress.is_none() && !proxy.cache {
+        // Bodies no filter reads go from socket to socket through a kernel pipe.
+        cfg.push_str("    option splice-response\n");
+    }
     if proxy.cache {
         cfg.push_str(
             "    http-request cache-use bench\n    http-response cache-store bench\n    \

@@ -18,6 +18,7 @@ pub mod haproxy;
 pub mod nginx;
 pub mod process;
 pub mod sluice;
+pub mod tuning;
 pub mod varnish;
 
 /// What the config generators' unit tests share: a scenario by name, a context of fixed paths.
@@ -113,6 +114,9 @@ impl Context {
 pub enum StartError {
     /// The target cannot do what the scenario needs.
     NotSupported(String),
+    /// The generated config lacks a line of the peer's documented tuning ([`tuning`]): the
+    /// row is refused rather than measured against a weaker peer.
+    Drift(String),
     Failed(String),
 }
 
@@ -186,31 +190,31 @@ impl Origins {
         }
     }
 
-    /// Start the origins `scenario` needs, pinned to the load CPUs.
-    pub fn start(scenario: &Scenario, ctx: &Context) -> Result<Self, String> {
+    /// Start the origins `scenario` needs, pinned to the load CPUs, each an instance of
+    /// `program` (sluice's demo origin, or one of the zoo's).
+    pub fn start(
+        scenario: &Scenario,
+        ctx: &Context,
+        program: &crate::zoo::OriginProgram,
+    ) -> Result<Self, String> {
         let mut origins = Self::none();
         for i in 0..scenario.origins() {
             let name = check::origin_name(i);
             let address = if scenario.unix_origins() {
                 let path = ctx.work_dir.join(format!("{}-{name}.sock", scenario.name));
                 let _ = std::fs::remove_file(&path);
-                Address::Unix(path)
+                Address::Unix(std::path::absolute(&path).unwrap_or(path))
             } else {
                 Address::Tcp(free_port()?)
             };
-            let mut args = vec!["origin".to_string(), "--name".into(), name.clone()];
-            match &address {
-                Address::Tcp(addr) => args.extend(["--listen".into(), addr.to_string()]),
-                Address::Unix(path) => args.extend(["--unix".into(), path.display().to_string()]),
-            }
-            args.extend([
-                "--workers".into(),
-                "1".into(),
-                "--log-level".into(),
-                "warn".into(),
-            ]);
-            let log = ctx.work_dir.join(format!("{}-{name}.log", scenario.name));
-            let mut process = Process::spawn_pinned(&name, &ctx.load_cpus, &ctx.exe, &args, &log)?;
+            let args = program.args(&name, &address);
+            let log = ctx.work_dir.join(format!(
+                "{}-{name}-{}.log",
+                scenario.name,
+                program.kind.name()
+            ));
+            let mut process =
+                Process::spawn_pinned(&name, &ctx.load_cpus, &program.program, &args, &log)?;
             process.wait_ready(&address)?;
             origins.addresses.push(address);
             origins.processes.push(process);

@@ -1,7 +1,10 @@
 //! nginx as a target: an nginx.conf per scenario for the `nginx` on PATH, set up like the
 //! seeds' (one worker, access log off, upstream keepalive 100 with HTTP/1.1 and an empty
-//! `Connection`, gzip_static for precompressed files), every temp path under the scenario's
-//! directory (`-p PREFIX -e stderr`) so it needs no root-owned directory.
+//! `Connection`, gzip_static for precompressed files) and tuned as operators tune it
+//! (`open_file_cache`, `sendfile`, `tcp_nopush`, `reuseport`, a listen backlog, proxy buffers
+//! that hold the JSON: the list and its reasons are `tuning.rs`, checked before start), every
+//! temp path under the scenario's directory (`-p PREFIX -e stderr`) so it needs no root-owned
+//! directory.
 //!
 //! What this nginx cannot do is reported as not supported: brotli and zstd (no modules in
 //! Debian's nginx-light / nginx), and request-body decompression (seed 000 used a third-party
@@ -41,6 +44,7 @@ pub fn start(
         ));
     }
     let conf = config(scenario, ctx, origins, addr, dir)?;
+    super::tuning::verify(super::TargetKind::Nginx, scenario, &conf).map_err(StartError::Drift)?;
     let path = dir.join("nginx.conf");
     std::fs::write(&path, conf)
         .map_err(|e| StartError::Failed(format!("writing {}: {e}", path.display())))?;
@@ -88,7 +92,8 @@ pub fn config(
          proxy_temp_path {prefix}/proxy;\n  fastcgi_temp_path {prefix}/fastcgi;\n  \
          uwsgi_temp_path {prefix}/uwsgi;\n  scgi_temp_path {prefix}/scgi;"
     );
-    let mut listen = format!("listen {addr}");
+    // reuseport and a backlog for 1,000 clients connecting at once (target/tuning.rs).
+    let mut listen = format!("listen {addr} reuseport backlog=4096");
     if scenario.load.tls {
         listen.push_str(" ssl");
         if scenario.load.protocol == crate::scenario::Protocol::H2 {
@@ -99,6 +104,7 @@ pub fn config(
     match &scenario.setup {
         Setup::Static { compress } => {
             let _ = writeln!(location, "      root {};", ctx.page_dir.display());
+            location.push_str(OPEN_FILE_CACHE);
             location.push_str(&gzip(*compress)?);
         }
         Setup::Precompressed => {
@@ -107,6 +113,7 @@ pub fn config(
                 "      root {};\n      gzip_static on;\n      gzip_vary on;",
                 ctx.precompressed_dir.display()
             );
+            location.push_str(OPEN_FILE_CACHE);
         }
         Setup::Direct => {
             return Err(StartError::Failed(
@@ -132,6 +139,12 @@ pub fn config(
             location.push_str(
                 "      proxy_pass http://backend;\n      proxy_http_version 1.1;\n      \
                  proxy_set_header Connection \"\";\n",
+            );
+            // Buffers that hold the 340 KB JSON in memory, and never a temporary file
+            // (target/tuning.rs has the reasons).
+            location.push_str(
+                "      proxy_buffer_size 64k;\n      proxy_buffers 8 64k;\n      \
+                 proxy_busy_buffers_size 128k;\n      proxy_max_temp_file_size 0;\n",
             );
             if proxy.cache {
                 // The demo origin sends `Cache-Control: max-age=5`, which nginx obeys;
@@ -161,6 +174,9 @@ pub fn config(
     let _ = writeln!(conf, "    location / {{\n{location}    }}\n  }}\n}}");
     Ok(conf)
 }
+
+/// Descriptors and stats of hot files kept between requests (target/tuning.rs).
+const OPEN_FILE_CACHE: &str = "      open_file_cache max=1000 inactive=60s;\n";
 
 fn gzip(compress: Option<Compression>) -> Result<String, StartError> {
     let Some(c) = compress else {

@@ -62,9 +62,15 @@ pub fn start(
         ));
     };
     let path = dir.join("varnish.vcl");
+    let args = args(scenario, addr, &dir.join("varnishd"), &path);
+    super::tuning::verify(
+        super::TargetKind::Varnish,
+        scenario,
+        &format!("{}\n{vcl}", args.join(" ")),
+    )
+    .map_err(StartError::Drift)?;
     std::fs::write(&path, vcl)
         .map_err(|e| StartError::Failed(format!("writing {}: {e}", path.display())))?;
-    let args = args(scenario, addr, &dir.join("varnishd"), &path);
     Process::spawn_pinned(
         "varnish",
         &ctx.server_cpus,
@@ -254,7 +260,7 @@ mod tests {
                     passed.push(s.name);
                 }
                 Err(StartError::NotSupported(_)) => assert!(!cached, "{}", s.name),
-                Err(StartError::Failed(e)) => panic!("{}: {e}", s.name),
+                Err(e) => panic!("{}: {e:?}", s.name),
             }
         }
         assert_eq!(

@@ -1,0 +1,3 @@
+module sluice.dev/bench/origin-go
+
+go 1.21
