@@ -54,6 +54,8 @@ pub fn run(args: DemoArgs) -> ExitCode {
             cache: None,
             rate_limit: None,
             body: Default::default(),
+            response_headers: None,
+            dictionary: None,
         };
         // The date API is cached (the origin says `max-age=5`): curl it twice to see MISS,
         // then HIT, and once more after 5 s for a new MISS.

@@ -123,6 +123,8 @@ pub fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
         cache: None,
         rate_limit: None,
         body: Default::default(),
+        response_headers: None,
+        dictionary: None,
     };
     Ok(quick_config(
         listener,
@@ -174,6 +176,8 @@ pub fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
         cache: None,
         rate_limit: None,
         body: Default::default(),
+        response_headers: None,
+        dictionary: None,
     };
     let mut route = route;
     let mut caches = Vec::new();

@@ -12,9 +12,10 @@ use serde::de::{self, Visitor};
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
     RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
-    RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRateLimit,
-    RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
-    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
+    RawDictionaryLevels, RawDictionaryTable, RawHeaderEdits, RawHealthCheck, RawKeepalive,
+    RawListener, RawLog, RawProxy, RawRateLimit, RawRedirect, RawRespond, RawResponseHeaders,
+    RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable,
+    RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -51,6 +52,9 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("routes"), I, K("compress" | "cache"), K("levels")] => fields_of::<RawCompressLevels>(),
         [K("routes"), I, K("cache")] => fields_of::<RawRouteCache>(),
         [K("routes"), I, K("rate_limit")] => fields_of::<RawRateLimit>(),
+        [K("routes"), I, K("response_headers")] => fields_of::<RawResponseHeaders>(),
+        [K("routes"), I, K("dictionary")] => fields_of::<RawDictionaryTable>(),
+        [K("routes"), I, K("dictionary"), K("levels")] => fields_of::<RawDictionaryLevels>(),
         [
             K("routes"),
             I,

@@ -170,6 +170,11 @@ zz = 1
 levels = { zz = 1 }
 [routes.rate_limit]
 zz = 1
+[routes.response_headers]
+zz = 1
+[routes.dictionary]
+zz = 1
+levels = { zz = 1 }
 [upstreams.a]
 zz = 1
 servers = [{ address = "h:1", zz = 1 }]
@@ -212,6 +217,9 @@ zz = 1
         "routes[0].cache.zz",
         "routes[0].cache.levels.zz",
         "routes[0].rate_limit.zz",
+        "routes[0].response_headers.zz",
+        "routes[0].dictionary.zz",
+        "routes[0].dictionary.levels.zz",
         "caches.a.zz",
         "caches.a.disk.zz",
         "upstreams.a.keepalive.zz",

@@ -11,10 +11,11 @@ pub mod coding;
 pub mod error;
 pub mod etag;
 pub mod file_bytes;
+pub mod match_pattern;
 pub mod open_files;
 pub mod proxy_protocol;
 pub mod uri_path;
 
 pub use body::Body;
-pub use coding::{Compression, ContentCoding, SidecarCoding};
+pub use coding::{Compression, ContentCoding, DictionaryCoding, SidecarCoding};
 pub use error::{BoxError, Error, ErrorKind, Side};

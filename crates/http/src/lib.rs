@@ -17,6 +17,7 @@ pub mod coalesce;
 pub mod compress;
 pub mod compress_policy;
 pub mod decompress;
+pub mod dictionary;
 pub mod encoding;
 pub mod headers;
 pub mod static_files;

@@ -8,22 +8,28 @@
 //! `sluice_config::Route`, never by file): `server.rs` (`[server]`, `[log]`, `[admin]`),
 //! `listener.rs` (`[[listeners]]`), `route.rs` (`[[routes]]` and their actions), `compress.rs`
 //! (a route's `compress`), `proxy.rs` (a route's `proxy`), `upstream.rs` (`[upstreams.NAME]`),
-//! `cache.rs` (`[caches.NAME]` and a route's `cache`), `rate_limit.rs` (a route's `rate_limit`).
+//! `cache.rs` (`[caches.NAME]` and a route's `cache`), `rate_limit.rs` (a route's `rate_limit`),
+//! `response.rs` (a route's `response_headers`, a static route's `max_age`), `dictionary.rs` (a
+//! route's `dictionary`).
 
 mod cache;
 mod compress;
+mod dictionary;
 mod listener;
 mod proxy;
 mod rate_limit;
+mod response;
 mod route;
 mod server;
 mod upstream;
 
 pub use cache::*;
 pub use compress::*;
+pub use dictionary::*;
 pub use listener::*;
 pub use proxy::*;
 pub use rate_limit::*;
+pub use response::*;
 pub use route::*;
 pub use server::*;
 pub use upstream::*;

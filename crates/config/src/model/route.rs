@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use sluice_core::SidecarCoding;
 
-use super::{Compress, Proxy, RateLimit, RouteCache};
+use super::{Compress, Dictionaries, MaxAge, Proxy, RateLimit, ResponseHeaders, RouteCache};
 
 /// A route (`[[routes]]`): which requests it takes, and what it does with them.
 #[derive(Debug, Clone)]
@@ -30,6 +30,11 @@ pub struct Route {
     pub rate_limit: Option<RateLimit>,
     /// How large a request body may be and how long it may take to arrive.
     pub body: BodyLimits,
+    /// Edits to the route's responses, whatever made them; `None`: none.
+    pub response_headers: Option<ResponseHeaders>,
+    /// Compression dictionaries (RFC 9842) made and used on this route; `None`: responses of
+    /// an origin that does RFC 9842 itself pass through, and sluice makes none.
+    pub dictionary: Option<Dictionaries>,
 }
 
 /// Request body limits of a route (`max_body_size`, `body_timeout`).
@@ -128,6 +133,8 @@ pub struct StaticFiles {
     /// Send memory-cached files over plain HTTP/1.1 with `sendfile(2)` from the file instead of
     /// copying them from memory (nginx's `sendfile`). On by default.
     pub sendfile: bool,
+    /// The `Cache-Control` files are sent with (nginx's `expires`); `None`: none.
+    pub max_age: Option<MaxAge>,
 }
 
 impl StaticFiles {
@@ -148,6 +155,7 @@ impl StaticFiles {
             memory_cache: Self::DEFAULT_MEMORY_CACHE,
             memory_cache_recheck: Self::DEFAULT_MEMORY_CACHE_RECHECK,
             sendfile: true,
+            max_age: None,
         }
     }
 }

@@ -138,6 +138,78 @@ pub(crate) struct RawRoute {
     pub rate_limit: Option<RawRateLimit>,
     pub max_body_size: Option<Spanned<Scalar>>,
     pub body_timeout: Option<Spanned<Scalar>>,
+    pub response_headers: Option<RawResponseHeaders>,
+    pub dictionary: Option<Spanned<RawDictionary>>,
+}
+
+/// `response_headers = { set = {...}, add = {...}, remove = [...], always = false }` of a route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    expecting = "a table like { set = { \"cache-control\" = \"max-age=3600\" }, remove = [\"x-powered-by\"] }"
+)]
+pub(crate) struct RawResponseHeaders {
+    #[serde(default)]
+    pub set: Entries,
+    #[serde(default)]
+    pub add: Entries,
+    pub remove: Option<Spanned<OneOrMany>>,
+    pub always: Option<bool>,
+}
+
+/// `dictionary = "auto"` or `dictionary = { match = "/assets/app.*.js", ... }` of a route.
+#[derive(Debug)]
+pub(crate) enum RawDictionary {
+    /// The shorthand; validation checks it says `auto`.
+    Shorthand(String),
+    // Boxed: the table is large, and most routes have neither form.
+    Table(Box<RawDictionaryTable>),
+}
+
+impl<'de> Deserialize<'de> for RawDictionary {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawDictionary;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#""auto" or a table like { match = "/assets/app.*.js" }"#)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawDictionary, E> {
+                Ok(RawDictionary::Shorthand(v.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawDictionary, A::Error> {
+                RawDictionaryTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|table| RawDictionary::Table(Box::new(table)))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// The table form of `dictionary`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { match = \"/assets/app.*.js\" } or { auto = true }")]
+pub(crate) struct RawDictionaryTable {
+    #[serde(rename = "match")]
+    pub match_: Option<Spanned<String>>,
+    pub match_dest: Option<Spanned<OneOrMany>>,
+    pub id: Option<Spanned<String>>,
+    pub auto: Option<Spanned<bool>>,
+    pub codings: Option<Spanned<OneOrMany>>,
+    pub levels: Option<RawDictionaryLevels>,
+    pub max_size: Option<Spanned<Scalar>>,
+    pub memory: Option<Spanned<Scalar>>,
+    pub deltas_per_response: Option<Spanned<Scalar>>,
+}
+
+/// `levels = { dcz = 19, dcb = 11 }` of `dictionary`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { dcz = 19, dcb = 11 }")]
+pub(crate) struct RawDictionaryLevels {
+    pub dcz: Option<Spanned<Scalar>>,
+    pub dcb: Option<Spanned<Scalar>>,
 }
 
 /// `rate_limit = { requests = 100, per = "1s", burst = 50, key = "client_ip" }` of a route.
@@ -186,6 +258,7 @@ pub(crate) struct RawStatic {
     pub memory_cache: Option<Spanned<Scalar>>,
     pub memory_cache_recheck: Option<Spanned<Scalar>>,
     pub sendfile: Option<bool>,
+    pub max_age: Option<Spanned<Scalar>>,
 }
 
 /// `respond = { ... }`

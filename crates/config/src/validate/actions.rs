@@ -108,6 +108,10 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
         0,
     );
     let memory_cache_recheck = memory_cache_recheck(cx, path, raw);
+    let max_age = raw
+        .max_age
+        .as_ref()
+        .and_then(|value| super::response::max_age(cx, &path.key("max_age"), value));
     Some(Action::Static(StaticFiles {
         root: root?,
         index,
@@ -117,6 +121,7 @@ fn static_files(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawStatic) -> Option<Acti
         memory_cache,
         memory_cache_recheck,
         sendfile: raw.sendfile.unwrap_or(true),
+        max_age,
     }))
 }
 

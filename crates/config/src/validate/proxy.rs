@@ -18,7 +18,7 @@ use crate::model::{
     UpstreamServer, UpstreamTls,
 };
 use crate::path::{KeyPath, TomlKey};
-use crate::raw::{OneOrMany, RawDecompress, RawHeaderEdits, RawProxy};
+use crate::raw::{Entries, OneOrMany, RawDecompress, RawHeaderEdits, RawProxy};
 use crate::schema::closest;
 
 /// Headers that describe one connection or the body's framing: sluice writes them itself, so a
@@ -277,11 +277,25 @@ fn header_edits(
     raw: &RawHeaderEdits,
     request: bool,
 ) -> HeaderEdits {
-    let mut edits = HeaderEdits::default();
-    // The names as written, beside `edits.set`, for the hint about a name given twice.
+    HeaderEdits {
+        set: header_entries(cx, &path.key("set"), &raw.set, request),
+        remove: header_names(cx, &path.key("remove"), raw.remove.as_ref(), request),
+    }
+}
+
+/// The names and values of a `set` (or `add`) table at `path`: each name one a proxy may
+/// edit, each value a valid field value, no name twice (names ignore case).
+pub(super) fn header_entries(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    entries: &Entries,
+    request: bool,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let mut valid: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    // The names as written, beside `valid`, for the hint about a name given twice.
     let mut written: Vec<&str> = Vec::new();
-    for (name, value) in &raw.set.0 {
-        let key = path.key("set").key(name);
+    for (name, value) in &entries.0 {
+        let key = path.key(name);
         let header_name = match header_name(name, request) {
             Ok(header_name) => Some(header_name),
             Err((message, hint)) => {
@@ -298,28 +312,38 @@ fn header_edits(
         let Some(header_name) = header_name else {
             continue;
         };
-        if let Some(i) = edits.set.iter().position(|(n, _)| *n == header_name) {
+        if let Some(i) = valid.iter().position(|(n, _)| *n == header_name) {
             let message = format!("header `{header_name}` is set twice");
             let first = written[i];
             let hint = format!("header names ignore case: `{first}` is the same header; keep one");
             cx.r.key_error(&key, message, Some(hint));
         } else if let Some(header_value) = header_value {
-            edits.set.push((header_name, header_value));
+            valid.push((header_name, header_value));
             written.push(name);
         }
     }
-    if let Some(value) = &raw.remove {
-        for item in OneOrMany::items(value) {
-            match header_name(item.get_ref(), request) {
-                Ok(name) if edits.remove.contains(&name) => {}
-                Ok(name) => edits.remove.push(name),
-                Err((message, hint)) => {
-                    cx.r.error(&path.key("remove"), Some(item.span()), message, hint)
-                }
-            }
+    valid
+}
+
+/// The names of a `remove` list at `path`, each one a proxy may edit, without repeats.
+pub(super) fn header_names(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    value: Option<&Spanned<OneOrMany>>,
+    request: bool,
+) -> Vec<HeaderName> {
+    let mut names = Vec::new();
+    let Some(value) = value else {
+        return names;
+    };
+    for item in OneOrMany::items(value) {
+        match header_name(item.get_ref(), request) {
+            Ok(name) if names.contains(&name) => {}
+            Ok(name) => names.push(name),
+            Err((message, hint)) => cx.r.error(path, Some(item.span()), message, hint),
         }
     }
-    edits
+    names
 }
 
 /// A header name a proxy may edit.

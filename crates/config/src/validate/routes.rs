@@ -83,6 +83,13 @@ pub(super) fn routes(
             .as_ref()
             .and_then(|l| super::rate_limit::rate_limit(cx, &path.key("rate_limit"), l));
         let body = body_limits(cx, &path, raw);
+        let response_headers = raw
+            .response_headers
+            .as_ref()
+            .map(|r| super::response::response_headers(cx, &path.key("response_headers"), r));
+        let dictionary = raw.dictionary.as_ref().and_then(|d| {
+            super::dictionary::dictionary(cx, &path.key("dictionary"), d, raw.compress.is_some())
+        });
         if let (Some(path_match), Some((action, inline))) = (path_match, action) {
             inline_upstreams.extend(inline);
             valid.push(Route {
@@ -95,6 +102,8 @@ pub(super) fn routes(
                 cache,
                 rate_limit,
                 body,
+                response_headers,
+                dictionary,
             });
         }
     }

@@ -9,4 +9,4 @@
 
 mod negotiate;
 
-pub use negotiate::{Negotiated, negotiate, negotiate_fields, negotiate_headers};
+pub use negotiate::{Negotiated, listed_weight, negotiate, negotiate_fields, negotiate_headers};

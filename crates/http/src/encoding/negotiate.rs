@@ -62,6 +62,37 @@ pub fn negotiate_fields<'a>(
     weights.choose(offered)
 }
 
+/// The weight in thousandths a client gives `token` by naming it (`*` does not count), across
+/// every line of its `Accept-Encoding`; `None` when it does not name it or names it with a bad
+/// weight. The dictionary codings (RFC 9842 §6.1) are chosen only when listed by name: a
+/// client that says `*` has said nothing about dictionaries. The same element and q-value
+/// rules as [`negotiate_fields`].
+pub fn listed_weight<'a>(fields: impl IntoIterator<Item = &'a [u8]>, token: &[u8]) -> Option<u16> {
+    for field in fields {
+        for element in Elements(field) {
+            let mut parts = element.split(|&b| b == b';');
+            let coding = parts.next().unwrap_or_default().trim_ascii();
+            if !coding.eq_ignore_ascii_case(token) {
+                continue;
+            }
+            let mut weight = Some(1000);
+            for param in parts {
+                let Some(eq) = param.iter().position(|&b| b == b'=') else {
+                    continue;
+                };
+                if param[..eq].trim_ascii().eq_ignore_ascii_case(b"q") {
+                    weight = parse_qvalue(param[eq + 1..].trim_ascii());
+                }
+            }
+            // A coding named twice keeps its first (valid) weight, as in `Weights::add`.
+            if weight.is_some() {
+                return weight;
+            }
+        }
+    }
+    None
+}
+
 /// One weight in thousandths per coding named in the field, and one for `*`.
 #[derive(Default)]
 struct Weights {

@@ -47,6 +47,9 @@ pub struct RequestContext<'r> {
     pub upstream: UpstreamTiming,
     /// Request body bytes read so far, when the request's body was forwarded.
     pub bytes_in: Option<Arc<AtomicU64>>,
+    /// What dictionary compression needs of the request, on routes with `dictionary`.
+    /// Boxed: only those routes pay for it.
+    pub dictionary: Option<Box<crate::features::dictionary::DictionaryRequest>>,
 }
 
 impl<'r> RequestContext<'r> {
@@ -63,6 +66,7 @@ impl<'r> RequestContext<'r> {
             ticket: None,
             upstream: UpstreamTiming::default(),
             bytes_in: None,
+            dictionary: None,
         }
     }
 

@@ -7,8 +7,9 @@
 //!                 (may answer 429) -> extended CONNECT on a route that is no proxy (501) ->
 //!                 cache lookup (cached proxy routes; may answer here)
 //! action          static files | fixed response | redirect | proxy
-//! response phase  cache store -> error page -> compression (max_cpu may step it down) ->
-//!                 streamed bodies in runs -> response headers (`Server`)
+//! response phase  cache store -> error page -> dictionary delta (RFC 9842; routes with
+//!                 `dictionary`) -> compression (max_cpu may step it down) -> streamed bodies
+//!                 in runs -> the route's response_headers / max_age -> `Server`
 //! observe         access log + metrics, when the body ends
 //! ```
 //!
@@ -181,6 +182,11 @@ impl Pipeline {
         if route.compression.is_some() {
             ctx.accept = AcceptEncoding::of(req.headers());
         }
+        if let Some(dictionaries) = &route.dictionaries {
+            let host = request_host(req);
+            let kept = dictionaries.request(req, ctx.tls(), host.as_deref());
+            ctx.dictionary = Some(Box::new(kept));
+        }
         // An upgrade (WebSocket) is no cacheable exchange: it goes upstream as it came.
         if let (Some(cache), Handler::Proxy(proxy), false) = (
             &route.cache,
@@ -320,7 +326,31 @@ impl Pipeline {
             Err((err, uri)) => error_response(&err, &ctx.method, &uri),
         };
         let mut compressed = false;
-        if let Some(compression) = ctx.route.and_then(|route| route.compression.as_ref()) {
+        let dictionary = match (
+            ctx.route.and_then(|route| route.dictionaries.as_ref()),
+            ctx.route.and_then(|route| route.compression.as_ref()),
+            ctx.dictionary.as_deref(),
+        ) {
+            (Some(dictionaries), Some(compression), Some(request)) => {
+                let applied = dictionaries.apply(
+                    request,
+                    compression,
+                    &ctx.method,
+                    &ctx.accept,
+                    &mut response,
+                );
+                Box::pin(applied).await
+            }
+            _ => None,
+        };
+        if let Some(coding) = dictionary {
+            // A delta is in the coding negotiated for the request already: compression has
+            // nothing left to decide.
+            ctx.compression = Some(crate::features::compress::Outcome {
+                decision: crate::features::dictionary::DECISION,
+                encoding: Some(coding.as_str()),
+            });
+        } else if let Some(compression) = ctx.route.and_then(|route| route.compression.as_ref()) {
             let outcome = compression
                 .apply(&ctx.method, &ctx.accept, &mut response)
                 .await;
@@ -330,6 +360,9 @@ impl Pipeline {
         if !compressed && !headers::is_message_stream(response.headers()) {
             // A compressed body gathers its own input (`CompressBody` waits for a real pause).
             in_runs(response.body_mut());
+        }
+        if let Some(edits) = ctx.route.and_then(|route| route.response_headers.as_ref()) {
+            edits.apply(response.status(), response.headers_mut());
         }
         if let Some(server) = &self.server_header {
             response

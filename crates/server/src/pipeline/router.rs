@@ -33,6 +33,10 @@ pub struct CompiledRoute {
     /// Per-client rate limit, when the route has a `rate_limit` option. Shared so a reload can
     /// hand an unchanged route's buckets to its new compiled route.
     pub rate_limit: Option<Arc<crate::features::rate_limit::RouteRateLimit>>,
+    /// Compression dictionaries, when the route has a `dictionary` option (and `compress`).
+    pub dictionaries: Option<crate::features::dictionary::RouteDictionaries>,
+    /// `response_headers` and a static route's `max_age`, when the route has either.
+    pub response_headers: Option<crate::features::response_headers::RouteResponseHeaders>,
     /// Created at start-up so requests update them without a label lookup.
     pub metrics: crate::shared::metrics::RouteMetrics,
 }
@@ -117,6 +121,13 @@ impl CompiledRoute {
                     metrics.rate_limited(&route.name),
                 ))
             }),
+            dictionaries: route.dictionary.as_ref().map(|d| {
+                crate::features::dictionary::RouteDictionaries::new(
+                    d,
+                    metrics.dictionary(&route.name),
+                )
+            }),
+            response_headers: crate::features::response_headers::RouteResponseHeaders::new(route),
             metrics: metrics.route(&route.name),
         })
     }

@@ -8,6 +8,7 @@
 mod cache;
 mod compress;
 mod decompress;
+mod dictionary;
 mod docs_paths;
 mod h2spec;
 mod hostile;

@@ -70,9 +70,14 @@ pub(super) async fn entry(
     compression: Option<&RouteCompression>,
 ) -> Option<Outcome> {
     let (source, source_blob) = entry.meta_and_blob();
-    if compression.is_none() && !accepted_as_stored(parts, &source) {
-        // An encoded response stored without `Vary: Accept-Encoding` (the origin's mistake)
-        // is not sent to a client that cannot decode it: it goes upstream on its own.
+    // A route that compresses can decode a stored coding it knows and serve another; one it
+    // does not know (an origin's own `dcz`, RFC 9842) or stacked codings are served only as
+    // stored, so only to a client that accepts them.
+    let transformable = compression.is_some() && coding_of(&source.headers).is_some();
+    if !transformable && !accepted_as_stored(parts, &source) {
+        // An encoded response stored without `Vary: Accept-Encoding` (the origin's mistake),
+        // or in a coding this client does not list, is not sent to a client that cannot decode
+        // it: it goes upstream on its own.
         return None;
     }
     let target = target_coding(parts, &source, compression);
@@ -136,9 +141,27 @@ pub(super) fn accepted_as_stored(parts: &Parts, source: &Meta) -> bool {
     match coding_of(&source.headers) {
         Some(ContentCoding::Identity) => true,
         Some(coding) => crate::features::compress::accepts(&parts.headers, coding),
-        // Stacked or unknown codings: only as stored, and only to who asked for them.
-        None => false,
+        // Stacked or unknown codings (an origin's `dcb`/`dcz`, RFC 9842): only as stored, and
+        // only to a client that lists every one of them by name with q > 0 (`*` does not
+        // count: it says nothing about codings that need a dictionary).
+        None => every_coding_listed(&parts.headers, &source.headers),
     }
+}
+
+fn every_coding_listed(request: &HeaderMap, stored: &HeaderMap) -> bool {
+    let mut tokens = sluice_http::compress_policy::list_tokens(stored, &header::CONTENT_ENCODING)
+        .filter(|t| !t.eq_ignore_ascii_case(b"identity"))
+        .peekable();
+    if tokens.peek().is_none() {
+        return false;
+    }
+    tokens.all(|token| {
+        let lines = request
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .map(HeaderValue::as_bytes);
+        sluice_http::encoding::listed_weight(lines, token).is_some_and(|q| q > 0)
+    })
 }
 
 /// The coding to serve from `source`, `None` meaning the source as stored.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::request::Parts;
-use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body::Body as _;
 use sluice_cache::lock::{Join, Leader as FlightLeader};
 use sluice_cache::meta::Meta;
@@ -33,8 +33,8 @@ const CLIENT_CONDITIONS: [header::HeaderName; 4] = [
 
 /// The request the cache sends upstream for `parts`: GET for HEAD (a stored GET answers both,
 /// nginx's `proxy_cache_convert_head`), no client conditions or ranges, and, on a route that
-/// compresses, no `Accept-Encoding`: the origin's identity body is the best source for variants
-/// made at the cache's levels. `validators` are the stored response's, for revalidation.
+/// compresses, no `Accept-Encoding` (the origin's identity body is the best source for variants
+/// made at the cache's levels) but for the dictionary codings of a client with a dictionary. `validators` are the stored response's, for revalidation.
 pub(super) fn upstream_request(
     parts: &Parts,
     compressing: bool,
@@ -50,7 +50,13 @@ pub(super) fn upstream_request(
         headers.remove(name);
     }
     if compressing {
+        // An origin that does RFC 9842 itself still sees the dictionary codings a client with
+        // a dictionary lists (its `dcb`/`dcz` pass through, keyed by its `Vary`); nothing else.
+        let dictionary_codings = dictionary_codings(headers);
         headers.remove(header::ACCEPT_ENCODING);
+        if let Some(codings) = dictionary_codings {
+            headers.insert(header::ACCEPT_ENCODING, codings);
+        }
     }
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::TRANSFER_ENCODING);
@@ -58,6 +64,30 @@ pub(super) fn upstream_request(
         headers.extend(validators);
     }
     request
+}
+
+/// The dictionary codings (RFC 9842 §6.1) a request with an `Available-Dictionary` lists by
+/// name with q > 0, as an `Accept-Encoding` value (`dcz, dcb`); `None` without either.
+fn dictionary_codings(headers: &HeaderMap) -> Option<HeaderValue> {
+    if !headers.contains_key(&sluice_http::dictionary::AVAILABLE_DICTIONARY) {
+        return None;
+    }
+    let listed: Vec<&str> = sluice_core::DictionaryCoding::ALL
+        .iter()
+        .filter(|coding| {
+            let lines = headers
+                .get_all(header::ACCEPT_ENCODING)
+                .iter()
+                .map(HeaderValue::as_bytes);
+            let token = coding.as_str().as_bytes();
+            sluice_http::encoding::listed_weight(lines, token).is_some_and(|q| q > 0)
+        })
+        .map(|coding| coding.as_str())
+        .collect();
+    if listed.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&listed.join(", ")).ok()
 }
 
 /// What becomes of an upstream response: stored and served from its flight, or passed on.

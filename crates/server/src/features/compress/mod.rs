@@ -191,6 +191,49 @@ impl RouteCompression {
         }
     }
 
+    /// For dictionary compression (`features::dictionary`), which runs just before this one:
+    /// `None` when this route would not compress `response` for any client (status, range,
+    /// an encoding already, `no-transform`, type, size); otherwise the algorithm this request
+    /// would get without a dictionary (`Some(None)`: identity, the client accepts none).
+    pub fn normal_coding(
+        &self,
+        method: &Method,
+        accept: &AcceptEncoding,
+        response: &Response<Body>,
+    ) -> Option<Option<Compression>> {
+        const ANY: [&[u8]; 1] = [b"zstd, br, gzip, deflate"];
+        let headers = response.headers();
+        let len = response.body().size_hint().exact();
+        let any = compress_policy::decide_with(
+            &self.policy,
+            method,
+            ANY,
+            response.status(),
+            headers,
+            len,
+        );
+        if !matches!(any, Decision::Compress(_)) {
+            return None;
+        }
+        let this = compress_policy::decide_with(
+            &self.policy,
+            method,
+            accept.lines(),
+            response.status(),
+            headers,
+            len,
+        );
+        Some(match this {
+            Decision::Compress(coding) => Compression::new(coding),
+            Decision::Skip(_) => None,
+        })
+    }
+
+    /// The route's level for `algorithm` (`None`: the algorithm's default).
+    pub fn level(&self, algorithm: Compression) -> Option<i32> {
+        self.levels[algorithm.index()]
+    }
+
     /// A 304 repeats the `ETag` and `Vary` its 200 had (RFC 9110 §15.4.5): decide for that 200
     /// from what its producer left on the 304 (static files), else from the 304's own
     /// `Content-Type`. Knowing neither, only `Vary` is added: on a compress route the 200 may
@@ -358,7 +401,7 @@ impl AcceptEncoding {
         }
     }
 
-    fn lines(&self) -> impl Iterator<Item = &[u8]> {
+    pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
         let lines: &[HeaderValue] = match self {
             AcceptEncoding::Absent => &[],
             AcceptEncoding::One(one) => std::slice::from_ref(one),

@@ -13,6 +13,7 @@
 
 pub mod cache;
 mod compress_cpu;
+pub mod dictionary;
 mod handles;
 mod histogram;
 mod labels;
@@ -84,7 +85,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 35] = [
+pub const ALL_NAMES: [&str; 41] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -120,6 +121,12 @@ pub const ALL_NAMES: [&str; 35] = [
     limits::ACCESS_LOG_DROPPED_TOTAL,
     compress_cpu::COMPRESS_LEVEL,
     compress_cpu::PROCESS_CPU_PERCENT,
+    dictionary::DICTIONARY_OFFERED_TOTAL,
+    dictionary::DICTIONARY_STORED_TOTAL,
+    dictionary::DICTIONARY_EVICTED_TOTAL,
+    dictionary::DICTIONARY_DELTAS_MADE_TOTAL,
+    dictionary::DICTIONARY_HITS_TOTAL,
+    dictionary::DICTIONARY_SAVED_BYTES_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -166,6 +173,7 @@ pub struct Metrics {
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
     compress_cpu: compress_cpu::CompressCpuFamilies,
+    dictionaries: dictionary::DictionaryFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Cache zones read at scrape time (see [`cache`]).
@@ -314,6 +322,7 @@ impl Metrics {
         );
         let limits = limits::LimitFamilies::register(r);
         let compress_cpu = compress_cpu::CompressCpuFamilies::register(r);
+        let dictionaries = dictionary::DictionaryFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -360,6 +369,7 @@ impl Metrics {
             tunnels,
             limits,
             compress_cpu,
+            dictionaries,
             watches: Watches::default(),
             caches,
             last_render_len: AtomicUsize::new(4096),
@@ -444,6 +454,11 @@ impl Metrics {
         self.rate_limited.get_or_create_owned(&RouteLabels {
             route: route.to_owned(),
         })
+    }
+
+    /// Handles for a route's compression dictionaries.
+    pub fn dictionary(&self, route: &str) -> dictionary::DictionaryMetrics {
+        self.dictionaries.route(route)
     }
 
     /// Handles for a proxy route's tunnels (upgraded connections). Every `end` exists from the

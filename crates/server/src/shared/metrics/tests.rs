@@ -79,6 +79,13 @@ fn exercised() -> Arc<Metrics> {
     m.access_log_dropped().inc();
     m.compress_level("api", sluice_core::Compression::GZIP)
         .set(1);
+    let dictionary = m.dictionary("api");
+    dictionary.offered.inc();
+    dictionary.stored.inc();
+    dictionary.evicted.inc();
+    dictionary.delta_made(sluice_core::DictionaryCoding::Dcz);
+    dictionary.hit(sluice_core::DictionaryCoding::Dcb);
+    dictionary.saved.inc_by(1000);
     m
 }
 
