@@ -183,9 +183,7 @@ impl Pipeline {
             ctx.accept = AcceptEncoding::of(req.headers());
         }
         if let Some(dictionaries) = &route.dictionaries {
-            let host = request_host(req);
-            let kept = dictionaries.request(req, ctx.tls(), host.as_deref());
-            ctx.dictionary = Some(Box::new(kept));
+            ctx.dictionary = Some(Box::new(dictionaries.request(req, ctx.tls())));
         }
         // An upgrade (WebSocket) is no cacheable exchange: it goes upstream as it came.
         if let (Some(cache), Handler::Proxy(proxy), false) = (

@@ -39,7 +39,7 @@ use sluice_http::dictionary::{
 
 use crate::features::compress::{AcceptEncoding, RouteCompression};
 use crate::shared::metrics::dictionary::DictionaryMetrics;
-pub use store::Kept;
+pub use store::{Kept, Tie};
 use store::{DeltaKey, Store};
 
 /// The access log's and metrics' `compress` decision for a response sent as a delta.
@@ -120,16 +120,22 @@ impl RouteDictionaries {
     }
 
     /// What the response phase needs of `req` (arrived over TLS or not).
-    pub fn request<B>(&self, req: &Request<B>, tls: bool, host: Option<&str>) -> DictionaryRequest {
+    pub fn request<B>(&self, req: &Request<B>, tls: bool) -> DictionaryRequest {
         let headers = req.headers();
         let scheme = if tls { "https" } else { "http" };
+        // The authority with its port: origins differ by port (RFC 6454 §4).
+        let authority = req
+            .uri()
+            .authority()
+            .map(http::uri::Authority::as_str)
+            .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()))
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
         DictionaryRequest {
             path: req.uri().path().to_owned(),
             query: req.uri().query().map(str::to_owned),
-            origin: format!(
-                "{scheme}://{}",
-                host.unwrap_or_default().to_ascii_lowercase()
-            ),
+            origin: format!("{scheme}://{authority}"),
             available: headers
                 .get(&AVAILABLE_DICTIONARY)
                 .and_then(DictionaryHash::from_available),
@@ -237,12 +243,13 @@ impl RouteDictionaries {
                 (pattern, Vec::new(), header)
             }
         };
-        if !self.store.knows(&id) {
+        let tie = Tie::new(req.origin.clone(), pattern, match_dest);
+        if let Some(tie) = self.store.tie(&id, tie) {
+            // Not kept yet (or evicted): keep it, with this tie.
             let Some(body) = self.body_within_limit(response).await else {
                 return;
             };
-            let kept = Kept::new(req.origin.clone(), pattern, match_dest);
-            self.store.keep(id, body, kept).await;
+            self.store.keep(id, body, tie).await;
         }
         response
             .headers_mut()

@@ -26,30 +26,28 @@ use sluice_http::dictionary::{Dictionary, DictionaryHash, MatchPattern, encode};
 use super::RouteCompression;
 use crate::shared::metrics::dictionary::DictionaryMetrics;
 
-/// A dictionary sluice offered, with what ties it to requests: the origin it was served from
-/// and the URLs (pattern, destinations) it was offered for (RFC 9842 §2.2.2).
-pub struct Kept {
+/// What ties a dictionary to the requests it may compress: the origin it was served from and
+/// the URLs (pattern, destinations) it was offered for (RFC 9842 §2.2.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tie {
     origin: String,
     pattern: MatchPattern,
     match_dest: Vec<String>,
-    dictionary: Option<Dictionary>,
 }
 
-impl Kept {
-    /// The ties of a dictionary about to be kept.
+impl Tie {
     pub fn new(origin: String, pattern: MatchPattern, match_dest: Vec<String>) -> Self {
         Self {
             origin,
             pattern,
             match_dest,
-            dictionary: None,
         }
     }
 
-    /// Whether a request from `origin` for `path`/`query` with `Sec-Fetch-Dest` `dest` may be
-    /// compressed with this dictionary: same origin, covered by the pattern, and a destination
-    /// it was offered for (none listed, or a client that sends none: RFC 9842 §2.1.2).
-    pub fn covers(
+    /// Whether a request from `origin` for `path`/`query` with `Sec-Fetch-Dest` `dest` is
+    /// covered: same origin, the pattern matches, and a destination it was offered for (none
+    /// listed, or a client that sends none: RFC 9842 §2.1.2).
+    fn covers(
         &self,
         origin: &str,
         path: &str,
@@ -57,18 +55,55 @@ impl Kept {
         dest: Option<&http::HeaderValue>,
     ) -> bool {
         let dest_ok = match dest {
-            Some(dest) if !self.match_dest.is_empty() => self.match_dest.iter().any(|d| {
-                d.as_bytes()
-                    .eq_ignore_ascii_case(dest.as_bytes().trim_ascii())
-            }),
+            Some(dest) if !self.match_dest.is_empty() => self
+                .match_dest
+                .iter()
+                .any(|d| d.as_bytes().eq_ignore_ascii_case(dest.as_bytes().trim_ascii())),
             _ => true,
         };
         self.origin == origin && dest_ok && self.pattern.matches(path, query)
     }
+}
 
-    fn dictionary(&self) -> Option<&Dictionary> {
-        self.dictionary.as_ref()
+/// A dictionary sluice offered, and every way it was offered: the same bytes may be served
+/// from several origins (a plain and a TLS listener, two host names) or, in the automatic
+/// mode, under several paths. At most [`TIES`] are remembered, the oldest dropped first.
+pub struct Kept {
+    dictionary: Dictionary,
+    ties: Mutex<VecDeque<Tie>>,
+}
+
+/// The most ties a kept dictionary remembers.
+const TIES: usize = 8;
+
+impl Kept {
+    /// Whether some way this dictionary was offered covers the request.
+    pub fn covers(
+        &self,
+        origin: &str,
+        path: &str,
+        query: Option<&str>,
+        dest: Option<&http::HeaderValue>,
+    ) -> bool {
+        lock(&self.ties)
+            .iter()
+            .any(|tie| tie.covers(origin, path, query, dest))
     }
+
+    /// Add `tie` unless known.
+    fn add_tie(&self, tie: Tie) {
+        let mut ties = lock(&self.ties);
+        if !ties.contains(&tie) {
+            if ties.len() == TIES {
+                ties.pop_front();
+            }
+            ties.push_back(tie);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What a delta is stored under.
@@ -94,7 +129,7 @@ const OVERHEAD: u64 = 256;
 
 impl Weighter<DictionaryHash, Arc<Kept>> for ByBytes {
     fn weight(&self, _key: &DictionaryHash, kept: &Arc<Kept>) -> u64 {
-        kept.dictionary().map_or(0, |d| d.len() as u64) + OVERHEAD
+        kept.dictionary.len() as u64 + OVERHEAD
     }
 }
 
@@ -167,15 +202,24 @@ impl Store {
         }
     }
 
-    /// Whether the body of response version `id` is kept as a dictionary already.
-    pub(super) fn knows(&self, id: &ContentId) -> bool {
-        self.hashes
+    /// Record that response version `id` was offered as `tie` says; `Some(tie)` back when its
+    /// body is not kept (never seen, or evicted): the caller keeps it with [`Store::keep`].
+    pub(super) fn tie(&self, id: &ContentId, tie: Tie) -> Option<Tie> {
+        let kept = self
+            .hashes
             .get(id)
-            .is_some_and(|hash| self.dictionaries.contains_key(&hash))
+            .and_then(|hash| self.dictionaries.get(&hash));
+        match kept {
+            Some(kept) => {
+                kept.add_tie(tie);
+                None
+            }
+            None => Some(tie),
+        }
     }
 
-    /// Keep `body` (response version `id`) as a dictionary tied as `kept` says.
-    pub(super) async fn keep(&self, id: ContentId, body: Bytes, mut kept: Kept) {
+    /// Keep `body` (response version `id`) as a dictionary offered as `tie` says.
+    pub(super) async fn keep(&self, id: ContentId, body: Bytes, tie: Tie) {
         let dictionary = if body.len() <= HASH_INLINE {
             Dictionary::new(body)
         } else {
@@ -189,10 +233,15 @@ impl Store {
         };
         let hash = dictionary.hash();
         self.hashes.insert(id, hash);
-        if self.dictionaries.contains_key(&hash) {
+        if let Some(kept) = self.dictionaries.get(&hash) {
+            // The same bytes under another version id (a touched file): one more tie.
+            kept.add_tie(tie);
             return;
         }
-        kept.dictionary = Some(dictionary);
+        let kept = Kept {
+            dictionary,
+            ties: Mutex::new(VecDeque::from([tie])),
+        };
         self.dictionaries.insert(hash, Arc::new(kept));
         self.metrics.stored.inc();
     }
@@ -225,10 +274,7 @@ impl Store {
         };
         let normal_level = normal.and_then(|algorithm| compression.level(algorithm));
         let made = tokio::task::spawn_blocking(move || -> io::Result<Delta> {
-            let dictionary = kept
-                .dictionary()
-                .ok_or_else(|| io::Error::other("a kept dictionary without bytes"))?;
-            let bytes = encode(key.coding, dictionary, &source, level)?;
+            let bytes = encode(key.coding, &kept.dictionary, &source, level)?;
             let otherwise = match normal {
                 Some(algorithm) => Encoder::encode_all(algorithm, normal_level, &source)?.len(),
                 None => source.len(),

@@ -25,9 +25,10 @@ async fn deltas_per_response_are_bounded_most_recent_first() {
     let pattern = MatchPattern::parse("/a.*.js").unwrap();
     let mut dictionaries = Vec::new();
     for n in 1..=3 {
-        let kept = Kept::new("http://h".into(), pattern.clone(), Vec::new());
-        store.keep(id(n), text(n), kept).await;
-        assert!(store.knows(&id(n)));
+        let tie = Tie::new("http://h".into(), pattern.clone(), Vec::new());
+        let tie = store.tie(&id(n), tie).expect("not kept yet");
+        store.keep(id(n), text(n), tie.clone()).await;
+        assert!(store.tie(&id(n), tie).is_none(), "kept now");
         dictionaries.push(DictionaryHash::of(&text(n)));
     }
     let target = id(9);
