@@ -10,14 +10,25 @@ use crate::model::{Dictionaries, DictionaryMode};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawDictionary, RawDictionaryTable};
 
-/// The route's dictionaries; `None` when the mode is missing or wrong (reported). `compress`:
-/// whether the route has `compress`, which dictionaries build on (the same negotiation, types
-/// and minimum length decide which responses are compressed at all).
+/// What the rest of the route says about where dictionaries can work.
+pub(super) struct RouteFacts {
+    /// The route has `compress`, which dictionaries build on (the same negotiation, types and
+    /// minimum length decide which responses are compressed at all).
+    pub compress: bool,
+    /// Its one action, when it has exactly one.
+    pub action: Option<&'static str>,
+    /// It has `cache` (a proxy route keeps the versions it offers in its cache).
+    pub cache: bool,
+    /// Its responses may be kept by browsers, as far as the route can tell.
+    pub cacheable: bool,
+}
+
+/// The route's dictionaries; `None` when the mode is missing or wrong (reported).
 pub(super) fn dictionary(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     raw: &Spanned<RawDictionary>,
-    compress: bool,
+    facts: &RouteFacts,
 ) -> Option<Dictionaries> {
     let dictionaries = match raw.get_ref() {
         RawDictionary::Shorthand(text) if text == "auto" => {
@@ -39,15 +50,33 @@ pub(super) fn dictionary(
         }
         RawDictionary::Table(table) => table_form(cx, path, table),
     }?;
-    if !compress {
-        let hint = "dictionary compression joins the route's compression: add `compress = {}`";
-        cx.r.error(
+    let refused = match facts.action {
+        Some("respond" | "redirect") => Some((
+            "`dictionary` applies to static files and cached proxy routes".to_owned(),
+            "move it to the route that serves the files or proxies to them".to_owned(),
+        )),
+        Some("proxy") if !facts.cache => Some((
+            "`dictionary` on a proxy route needs `cache` on it".to_owned(),
+            "sluice keeps the versions it offers as dictionaries in the route's cache: add `cache = { zone = \"...\" }`".to_owned(),
+        )),
+        _ if !facts.compress => Some((
+            "`dictionary` needs `compress` on the same route".to_owned(),
+            "dictionary compression joins the route's compression: add `compress = {}`".to_owned(),
+        )),
+        _ => None,
+    };
+    if let Some((message, hint)) = refused {
+        cx.r.error(path, Some(raw.span()), message, Some(hint));
+        return None;
+    }
+    if !facts.cacheable {
+        let hint = r#"browsers keep a dictionary only in their HTTP cache: give the files a lifetime, e.g. static = { ..., max_age = "1h" } ("immutable" for content-hashed names), or set Cache-Control in response_headers"#;
+        cx.r.warn(
             path,
             Some(raw.span()),
-            "`dictionary` needs `compress` on the same route",
+            "no response of this route can be cached by a browser, so none will be used as a dictionary",
             Some(hint.into()),
         );
-        return None;
     }
     Some(dictionaries)
 }

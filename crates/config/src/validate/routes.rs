@@ -88,7 +88,13 @@ pub(super) fn routes(
             .as_ref()
             .map(|r| super::response::response_headers(cx, &path.key("response_headers"), r));
         let dictionary = raw.dictionary.as_ref().and_then(|d| {
-            super::dictionary::dictionary(cx, &path.key("dictionary"), d, raw.compress.is_some())
+            let facts = super::dictionary::RouteFacts {
+                compress: raw.compress.is_some(),
+                action: sole_action(raw),
+                cache: raw.cache.is_some(),
+                cacheable: browser_cacheable(raw),
+            };
+            super::dictionary::dictionary(cx, &path.key("dictionary"), d, &facts)
         });
         if let (Some(path_match), Some((action, inline))) = (path_match, action) {
             inline_upstreams.extend(inline);
@@ -108,6 +114,31 @@ pub(super) fn routes(
         }
     }
     (valid, inline_upstreams)
+}
+
+/// Whether the route itself says browsers may keep its responses: a static `max_age` other
+/// than `0s`, or a `Cache-Control` set or added in `response_headers`. A proxy route's
+/// responses carry their origin's `Cache-Control`, which only the origin knows.
+fn browser_cacheable(raw: &RawRoute) -> bool {
+    let max_age = raw
+        .static_files
+        .as_ref()
+        .and_then(|s| s.max_age.as_ref())
+        .is_some_and(|m| !matches!(m.get_ref(), crate::raw::Scalar::Str(t) if t.trim() == "0s"));
+    let edits = raw.response_headers.as_ref().is_some_and(|r| {
+        r.set.0.iter().chain(&r.add.0).any(|(name, value)| {
+            name.eq_ignore_ascii_case("cache-control")
+                && !value.get_ref().to_ascii_lowercase().contains("no-store")
+        })
+    });
+    let removed = raw.response_headers.as_ref().is_some_and(|r| {
+        r.remove.as_ref().is_some_and(|list| {
+            OneOrMany::items(list)
+                .iter()
+                .any(|n| n.get_ref().eq_ignore_ascii_case("cache-control"))
+        })
+    });
+    raw.proxy.is_some() && !removed || max_age || edits
 }
 
 /// The route's action when it has exactly one (none and several are reported by

@@ -34,7 +34,8 @@ pub struct CompiledRoute {
     /// hand an unchanged route's buckets to its new compiled route.
     pub rate_limit: Option<Arc<crate::features::rate_limit::RouteRateLimit>>,
     /// Compression dictionaries, when the route has a `dictionary` option (and `compress`).
-    pub dictionaries: Option<crate::features::dictionary::RouteDictionaries>,
+    /// Shared with the route's cache, which offers and makes deltas of stored responses.
+    pub dictionaries: Option<Arc<crate::features::dictionary::RouteDictionaries>>,
     /// `response_headers` and a static route's `max_age`, when the route has either.
     pub response_headers: Option<crate::features::response_headers::RouteResponseHeaders>,
     /// Created at start-up so requests update them without a label lookup.
@@ -96,6 +97,12 @@ impl CompiledRoute {
                 _ => compression,
             }
         });
+        let dictionaries = route.dictionary.as_ref().map(|d| {
+            Arc::new(crate::features::dictionary::RouteDictionaries::new(
+                d,
+                metrics.dictionary(&route.name),
+            ))
+        });
         let cache = match &route.cache {
             None => None,
             Some(config) => {
@@ -105,9 +112,10 @@ impl CompiledRoute {
                         format!("cache zone `{}` is not defined", config.zone),
                     )
                 })?;
-                Some(crate::features::cache::RouteCache::new(
-                    config, zone, policy, &use_stale,
-                ))
+                Some(
+                    crate::features::cache::RouteCache::new(config, zone, policy, &use_stale)
+                        .with_dictionaries(dictionaries.clone()),
+                )
             }
         };
         Ok(Self {
@@ -121,12 +129,7 @@ impl CompiledRoute {
                     metrics.rate_limited(&route.name),
                 ))
             }),
-            dictionaries: route.dictionary.as_ref().map(|d| {
-                crate::features::dictionary::RouteDictionaries::new(
-                    d,
-                    metrics.dictionary(&route.name),
-                )
-            }),
+            dictionaries,
             response_headers: crate::features::response_headers::RouteResponseHeaders::new(route),
             metrics: metrics.route(&route.name),
         })

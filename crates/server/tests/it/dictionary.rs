@@ -13,6 +13,7 @@ use sluice_testkit::{Offer, TestServer, client, external, start_toml_in};
 use crate::write_files;
 
 mod browser;
+mod cached;
 mod headers;
 mod negative;
 mod passthrough;

@@ -69,6 +69,9 @@ pub struct RouteCache {
     status_header: Option<HeaderName>,
     /// Level per coding for stored variants, by [`ContentCoding::index`].
     levels: [Option<i32>; ContentCoding::ALL.len()],
+    /// The route's compression dictionaries: stored responses are offered as dictionaries
+    /// and served as deltas from here (`serve::entry`).
+    dictionaries: Option<Arc<crate::features::dictionary::RouteDictionaries>>,
 }
 
 /// The host of the cache key: the authority as received (`:authority` or `Host`), port
@@ -134,7 +137,18 @@ impl RouteCache {
             methods: config.methods,
             status_header: config.status_header.clone(),
             levels,
+            dictionaries: None,
         }
+    }
+
+    /// Offer stored responses as dictionaries and serve deltas of them (a route's
+    /// `dictionary`).
+    pub fn with_dictionaries(
+        mut self,
+        dictionaries: Option<Arc<crate::features::dictionary::RouteDictionaries>>,
+    ) -> Self {
+        self.dictionaries = dictionaries;
+        self
     }
 
     pub fn zone(&self) -> &Arc<Zone> {
@@ -151,7 +165,13 @@ impl RouteCache {
         compression: Option<&RouteCompression>,
         forward: impl FnOnce() -> Forward,
     ) -> Lookup {
-        let parts = head_of(req);
+        let mut parts = head_of(req);
+        if self.dictionaries.is_some() {
+            // The origin a dictionary is tied to has a scheme; the stored head does not.
+            parts
+                .extensions
+                .insert(crate::features::dictionary::OverTls(tls));
+        }
         // If-Match / If-Unmodified-Since are the origin's to evaluate (RFC 9111 §4.3.2: a
         // cache must not evaluate conditions meant for another server): such a request goes
         // upstream as sent, and its answer is not stored.

@@ -62,7 +62,92 @@ pub(super) fn passed(parts: &Parts, mut response: Response<Body>) -> Response<Bo
 }
 
 /// Serve a stored entry with `status`. `None` when its object vanished from storage.
+///
+/// On a route with dictionaries (RFC 9842), a stored `200` in identity is offered as a
+/// dictionary and served as a delta to a client holding one that covers it (the decision is
+/// `features::dictionary`'s, the same as for static files); otherwise it is served as below.
 pub(super) async fn entry(
+    cache: &RouteCache,
+    parts: &Parts,
+    entry: &Arc<Entry>,
+    status: CacheStatus,
+    compression: Option<&RouteCompression>,
+) -> Option<Outcome> {
+    use crate::features::dictionary::{OverTls, add_vary_available, delta_headers};
+    let (Some(dictionaries), Some(compressing)) = (&cache.dictionaries, compression) else {
+        return coded(cache, parts, entry, status, compression).await;
+    };
+    let (source, source_blob) = entry.meta_and_blob();
+    if source.status != StatusCode::OK
+        || coding_of(&source.headers) != Some(ContentCoding::Identity)
+    {
+        return coded(cache, parts, entry, status, compression).await;
+    }
+    let tls = parts.extensions.get::<OverTls>().is_some_and(|t| t.0);
+    let read = async {
+        let (_, body) = cache.zone.body(entry.id, &source_blob).await?;
+        let collected = http_body_util::BodyExt::collect(body).await.ok()?;
+        Some(collected.to_bytes())
+    };
+    let decided = dictionaries
+        .for_stored(
+            parts,
+            tls,
+            version_id(entry, &source),
+            compressing,
+            &source.headers,
+            entry.body_len,
+            read,
+        )
+        .await;
+    if let Some((coding, bytes)) = decided.delta {
+        let mut response = head_of(&source, &source, true);
+        delta_headers(response.headers_mut(), coding, bytes.len());
+        if let Some(offer) = decided.offer {
+            response
+                .headers_mut()
+                .insert(sluice_http::dictionary::USE_AS_DICTIONARY.clone(), offer);
+        }
+        if parts.method != Method::HEAD {
+            Stats::add(&cache.zone.stats().bytes_served, bytes.len() as u64);
+            *response.body_mut() = Body::full(bytes);
+        }
+        return Some(Outcome::new(response, Some(status)));
+    }
+    let mut outcome = coded(cache, parts, entry, status, compression).await?;
+    let headers = outcome.response.headers_mut();
+    if decided.varies {
+        add_vary_available(headers);
+    }
+    if let Some(offer) = decided.offer {
+        headers.insert(sluice_http::dictionary::USE_AS_DICTIONARY.clone(), offer);
+    }
+    Some(outcome)
+}
+
+/// The identity of a stored response's version, for the dictionary store: its object and when
+/// it was received (a refreshed entry is a new version), and its length.
+fn version_id(entry: &Entry, meta: &Meta) -> sluice_http::compress_policy::ContentId {
+    let id = entry.id.0;
+    let word = |i: usize| u64::from_le_bytes(id[i..i + 8].try_into().unwrap_or([0; 8]));
+    let received = meta
+        .response_time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    sluice_http::compress_policy::ContentId([
+        // A tag of its own, so no static file's id (device, inode, ...) can equal it.
+        u64::from_le_bytes(*b"cached\0\0"),
+        word(0),
+        word(8),
+        entry.body_len,
+        received.as_secs(),
+        u64::from(received.subsec_nanos()),
+        0,
+    ])
+}
+
+/// [`entry`] without dictionaries: the stored response in the coding the client negotiated.
+async fn coded(
     cache: &RouteCache,
     parts: &Parts,
     entry: &Arc<Entry>,

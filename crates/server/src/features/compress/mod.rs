@@ -201,18 +201,9 @@ impl RouteCompression {
         accept: &AcceptEncoding,
         response: &Response<Body>,
     ) -> Option<Option<Compression>> {
-        const ANY: [&[u8]; 1] = [b"zstd, br, gzip, deflate"];
         let headers = response.headers();
         let len = response.body().size_hint().exact();
-        let any = compress_policy::decide_with(
-            &self.policy,
-            method,
-            ANY,
-            response.status(),
-            headers,
-            len,
-        );
-        if !matches!(any, Decision::Compress(_)) {
+        if !self.compressible_with(method, response.status(), headers, len) {
             return None;
         }
         let this = compress_policy::decide_with(
@@ -227,6 +218,24 @@ impl RouteCompression {
             Decision::Compress(coding) => Compression::new(coding),
             Decision::Skip(_) => None,
         })
+    }
+
+    /// Whether this route compresses a GET's response with `status`, `headers` and `len` for
+    /// some client (status, range, an encoding already, `no-transform`, type, size).
+    pub fn compressible(&self, status: StatusCode, headers: &HeaderMap, len: u64) -> bool {
+        self.compressible_with(&Method::GET, status, headers, Some(len))
+    }
+
+    fn compressible_with(
+        &self,
+        method: &Method,
+        status: StatusCode,
+        headers: &HeaderMap,
+        len: Option<u64>,
+    ) -> bool {
+        const ANY: [&[u8]; 1] = [b"zstd, br, gzip, deflate"];
+        let any = compress_policy::decide_with(&self.policy, method, ANY, status, headers, len);
+        matches!(any, Decision::Compress(_))
     }
 
     /// The route's level for `algorithm` (`None`: the algorithm's default).

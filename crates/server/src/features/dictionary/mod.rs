@@ -25,6 +25,8 @@
 
 mod store;
 
+use std::future::Future;
+
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -39,8 +41,8 @@ use sluice_http::dictionary::{
 
 use crate::features::compress::{AcceptEncoding, RouteCompression};
 use crate::shared::metrics::dictionary::DictionaryMetrics;
-pub use store::{Kept, Tie};
 use store::{DeltaKey, Store};
+pub use store::{Kept, Tie};
 
 /// The access log's and metrics' `compress` decision for a response sent as a delta.
 pub const DECISION: &str = "dictionary";
@@ -121,11 +123,13 @@ impl RouteDictionaries {
 
     /// What the response phase needs of `req` (arrived over TLS or not).
     pub fn request<B>(&self, req: &Request<B>, tls: bool) -> DictionaryRequest {
-        let headers = req.headers();
+        self.request_of(req.uri(), req.headers(), tls)
+    }
+
+    fn request_of(&self, uri: &http::Uri, headers: &HeaderMap, tls: bool) -> DictionaryRequest {
         let scheme = if tls { "https" } else { "http" };
         // The authority with its port: origins differ by port (RFC 6454 §4).
-        let authority = req
-            .uri()
+        let authority = uri
             .authority()
             .map(http::uri::Authority::as_str)
             .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()))
@@ -133,8 +137,8 @@ impl RouteDictionaries {
             .trim()
             .to_ascii_lowercase();
         DictionaryRequest {
-            path: req.uri().path().to_owned(),
-            query: req.uri().query().map(str::to_owned),
+            path: uri.path().to_owned(),
+            query: uri.query().map(str::to_owned),
             origin: format!("{scheme}://{authority}"),
             available: headers
                 .get(&AVAILABLE_DICTIONARY)
@@ -147,8 +151,8 @@ impl RouteDictionaries {
     }
 
     /// Offer the response as a dictionary, or answer with a delta; `Some(coding)` when the
-    /// response is now a `coding` delta (compression must leave it alone). See the module
-    /// docs for the rules.
+    /// response is now a `coding` delta (compression must leave it alone). For responses whose
+    /// producer marked them with a [`ContentId`] (static files). See the module docs.
     pub async fn apply(
         &self,
         req: &DictionaryRequest,
@@ -166,47 +170,121 @@ impl RouteDictionaries {
         let normal = compression.normal_coding(method, accept, response)?;
         add_vary_available(response.headers_mut());
         let readable = self.readable(req, response.headers());
-        if readable {
-            self.offer(req, id, response).await;
-        }
-        let (Some(coding), Some(hash), true) = (req.coding, req.available, readable) else {
-            return None;
+        let head = *method == Method::HEAD;
+        let max_size = self.max_size;
+        let decided = {
+            let read = body_within_limit(max_size, response);
+            self.decide(req, id, head, readable, normal, compression, read)
+                .await
         };
-        let kept = self.store.dictionary(&hash)?;
-        if !kept.covers(
+        if let Some(offer) = decided.offer {
+            response
+                .headers_mut()
+                .insert(USE_AS_DICTIONARY.clone(), offer);
+        }
+        let (coding, bytes) = decided.delta?;
+        delta_headers(response.headers_mut(), coding, bytes.len());
+        *response.body_mut() = if head { Body::Empty } else { Body::full(bytes) };
+        Some(coding)
+    }
+
+    /// [`Self::apply`] for a response served from a cached proxy route's storage: `id` is the
+    /// stored version's identity, `headers` and `len` its stored head and length, `read` reads
+    /// its identity body (a future, polled once, when needed). The cache builds the response from what comes
+    /// back: `offer` goes on whatever it serves, a `delta` replaces the body.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn for_stored<Fut>(
+        &self,
+        parts: &http::request::Parts,
+        tls: bool,
+        id: ContentId,
+        compression: &RouteCompression,
+        headers: &HeaderMap,
+        len: u64,
+        read: Fut,
+    ) -> Decided
+    where
+        Fut: Future<Output = Option<Bytes>>,
+    {
+        let ok = matches!(parts.method, Method::GET | Method::HEAD);
+        if !ok || len > self.max_size || !compression.compressible(StatusCode::OK, headers, len) {
+            return Decided::default();
+        }
+        let req = self.request_of(&parts.uri, &parts.headers, tls);
+        let normal = sluice_core::Compression::new(compression.choose_stored(
+            &parts.headers,
+            StatusCode::OK,
+            headers,
+            len,
+            sluice_core::ContentCoding::Identity,
+        ));
+        let readable = self.readable(&req, headers);
+        let head = parts.method == Method::HEAD;
+        self.decide(&req, id, head, readable, normal, compression, read)
+            .await
+    }
+
+    /// The one decision of both paths: offer (and keep) the response as a dictionary when the
+    /// mode covers the request, and make or find the delta the request can use.
+    #[allow(clippy::too_many_arguments)]
+    async fn decide<Fut>(
+        &self,
+        req: &DictionaryRequest,
+        id: ContentId,
+        head: bool,
+        readable: bool,
+        normal: Option<sluice_core::Compression>,
+        compression: &RouteCompression,
+        read: Fut,
+    ) -> Decided
+    where
+        Fut: Future<Output = Option<Bytes>>,
+    {
+        let mut decided = Decided {
+            varies: true,
+            ..Decided::default()
+        };
+        if !readable {
+            return decided;
+        }
+        let mut source = Source::new(read);
+        decided.offer = self.offer(req, id, &mut source).await;
+        let (Some(coding), Some(hash)) = (req.coding, req.available) else {
+            return decided;
+        };
+        let Some(kept) = self.store.dictionary(&hash) else {
+            return decided;
+        };
+        let covered = kept.covers(
             &req.origin,
             &req.path,
             req.query.as_deref(),
             req.dest.as_ref(),
-        ) {
-            return None;
+        );
+        if !covered {
+            return decided;
         }
         let key = DeltaKey { id, coding, hash };
-        let delta = if *method == Method::HEAD {
-            self.store.peek_delta(&key)?
+        let delta = if head {
+            self.store.peek_delta(&key)
         } else {
-            let source = self.body_within_limit(response).await?;
+            let Some(body) = source.get().await else {
+                return decided;
+            };
             let level = self.levels[coding.index()];
             let made = self
                 .store
-                .delta(key, kept, source, level, normal, compression)
+                .delta(key, kept, body, level, normal, compression)
                 .await;
-            match made {
-                Ok(delta) => delta,
-                Err(err) => {
-                    tracing::warn!("making a {coding} delta failed: {err}");
-                    return None;
-                }
-            }
+            made.map_err(|err| tracing::warn!("making a {coding} delta failed: {err}"))
+                .ok()
         };
-        self.metrics.hit(coding);
-        self.metrics.saved.inc_by(delta.saved);
-        delta_headers(response.headers_mut(), coding, delta.bytes.len());
-        *response.body_mut() = match *method {
-            Method::HEAD => Body::Empty,
-            _ => Body::full(delta.bytes),
-        };
-        Some(coding)
+        if let Some(delta) = delta {
+            self.metrics.hit(coding);
+            self.metrics.saved.inc_by(delta.saved);
+            decided.delta = Some((coding, delta.bytes));
+        }
+        decided
     }
 
     /// RFC 9842 §9.3.2 for this request and response.
@@ -214,13 +292,17 @@ impl RouteDictionaries {
         readable::allowed_for(req.readability, req.origin_header.as_ref(), response)
     }
 
-    /// Step 1: mark the response as a dictionary for the URLs its pattern covers, and keep its
-    /// body, when the mode covers this request.
-    async fn offer(&self, req: &DictionaryRequest, id: ContentId, response: &mut Response<Body>) {
-        if response.headers().contains_key(&USE_AS_DICTIONARY) {
-            // The producer said it itself; sluice does not second-guess it.
-            return;
-        }
+    /// Step 1: the `Use-As-Dictionary` value for this response, when the mode covers the
+    /// request; its body is kept (read through `source`) unless it is already.
+    async fn offer<Fut>(
+        &self,
+        req: &DictionaryRequest,
+        id: ContentId,
+        source: &mut Source<Fut>,
+    ) -> Option<HeaderValue>
+    where
+        Fut: Future<Output = Option<Bytes>>,
+    {
         let (pattern, match_dest, header) = match &self.mode {
             Mode::Managed {
                 pattern,
@@ -228,59 +310,91 @@ impl RouteDictionaries {
                 header,
             } => {
                 if !pattern.matches(&req.path, req.query.as_deref()) {
-                    return;
+                    return None;
                 }
                 (pattern.clone(), match_dest.clone(), header.clone())
             }
             Mode::Auto => {
-                let Some(pattern) = versioned::series(&req.path, req.query.as_deref()) else {
-                    return;
-                };
-                let value = pattern.header_value(&[], None);
-                let Ok(header) = HeaderValue::from_str(&value) else {
-                    return;
-                };
+                let pattern = versioned::series(&req.path, req.query.as_deref())?;
+                let header = HeaderValue::from_str(&pattern.header_value(&[], None)).ok()?;
                 (pattern, Vec::new(), header)
             }
         };
         let tie = Tie::new(req.origin.clone(), pattern, match_dest);
         if let Some(tie) = self.store.tie(&id, tie) {
             // Not kept yet (or evicted): keep it, with this tie.
-            let Some(body) = self.body_within_limit(response).await else {
-                return;
-            };
+            let body = source.get().await?;
             self.store.keep(id, body, tie).await;
         }
-        response
-            .headers_mut()
-            .insert(USE_AS_DICTIONARY.clone(), header);
         self.metrics.offered.inc();
+        Some(header)
+    }
+}
+
+/// On a cached request's head: whether it came over TLS (the scheme of the origin a
+/// dictionary is tied to).
+#[derive(Debug, Clone, Copy)]
+pub struct OverTls(pub bool);
+
+/// What [`RouteDictionaries::for_stored`] decided.
+#[derive(Debug, Default)]
+pub struct Decided {
+    /// The `Use-As-Dictionary` value to send, when the response is offered as a dictionary.
+    pub offer: Option<HeaderValue>,
+    /// The delta to send instead of the body (a HEAD gets its coding and length only).
+    pub delta: Option<(DictionaryCoding, Bytes)>,
+    /// The response could have been a delta: it must say `Vary: Available-Dictionary`.
+    pub varies: bool,
+}
+
+/// A body read at most once, when first needed: `read` is a future not yet polled.
+struct Source<Fut> {
+    read: Option<Fut>,
+    body: Option<Bytes>,
+}
+
+impl<Fut> Source<Fut>
+where
+    Fut: Future<Output = Option<Bytes>>,
+{
+    fn new(read: Fut) -> Self {
+        Self {
+            read: Some(read),
+            body: None,
+        }
     }
 
-    /// The response's whole body, when it is at most `max_size`: a body in memory as it is;
-    /// a streamed one (a file over the memory cache's 256 KiB) read here and put back as a
-    /// buffer. `None` (the body untouched, or put back) when larger or unreadable.
-    async fn body_within_limit(&self, response: &mut Response<Body>) -> Option<Bytes> {
-        use http_body::Body as _;
-        if let Body::Full(Some(bytes)) = response.body() {
-            return (bytes.len() as u64 <= self.max_size).then(|| bytes.clone());
+    async fn get(&mut self) -> Option<Bytes> {
+        if let Some(read) = self.read.take() {
+            self.body = read.await;
         }
-        let len = response.body().size_hint().exact()?;
-        if len > self.max_size || !matches!(response.body(), Body::Stream(_)) {
-            return None;
+        self.body.clone()
+    }
+}
+
+/// The response's whole body, when it is at most `max_size`: a body in memory as it is; a
+/// streamed one (a file over the memory cache's 256 KiB) read here and put back as a buffer.
+/// `None` (the body untouched, or put back) when larger or unreadable.
+async fn body_within_limit(max_size: u64, response: &mut Response<Body>) -> Option<Bytes> {
+    use http_body::Body as _;
+    if let Body::Full(Some(bytes)) = response.body() {
+        return (bytes.len() as u64 <= max_size).then(|| bytes.clone());
+    }
+    let len = response.body().size_hint().exact()?;
+    if len > max_size || !matches!(response.body(), Body::Stream(_)) {
+        return None;
+    }
+    let body = std::mem::take(response.body_mut());
+    match body.collect().await {
+        Ok(collected) => {
+            let bytes = collected.to_bytes();
+            *response.body_mut() = Body::full(bytes.clone());
+            Some(bytes)
         }
-        let body = std::mem::take(response.body_mut());
-        match body.collect().await {
-            Ok(collected) => {
-                let bytes = collected.to_bytes();
-                *response.body_mut() = Body::full(bytes.clone());
-                Some(bytes)
-            }
-            Err(err) => {
-                tracing::warn!("reading a response to keep as a dictionary failed: {err}");
-                *response.body_mut() = Body::Empty;
-                None
-            }
+        Err(err) => {
+            tracing::warn!("reading a response to keep as a dictionary failed: {err}");
+            *response.body_mut() = Body::Empty;
+            None
         }
     }
 }
@@ -288,7 +402,7 @@ impl RouteDictionaries {
 /// The headers of a delta: its coding and length; `Vary` names both fields it depends on
 /// (RFC 9842 §6.2); the `ETag` is weakened (the bytes are not the representation's); no
 /// ranges of an encoding made per dictionary.
-fn delta_headers(headers: &mut HeaderMap, coding: DictionaryCoding, len: usize) {
+pub fn delta_headers(headers: &mut HeaderMap, coding: DictionaryCoding, len: usize) {
     headers.insert(
         header::CONTENT_ENCODING,
         HeaderValue::from_static(coding.as_str()),
@@ -301,7 +415,7 @@ fn delta_headers(headers: &mut HeaderMap, coding: DictionaryCoding, len: usize) 
 }
 
 /// Add `Available-Dictionary` to `Vary` unless it (or `*`) is there.
-fn add_vary_available(headers: &mut HeaderMap) {
+pub fn add_vary_available(headers: &mut HeaderMap) {
     let listed = sluice_http::compress_policy::list_tokens(headers, &header::VARY)
         .any(|t| t == b"*" || t.eq_ignore_ascii_case(b"available-dictionary"));
     if !listed {

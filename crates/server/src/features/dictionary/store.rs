@@ -55,10 +55,10 @@ impl Tie {
         dest: Option<&http::HeaderValue>,
     ) -> bool {
         let dest_ok = match dest {
-            Some(dest) if !self.match_dest.is_empty() => self
-                .match_dest
-                .iter()
-                .any(|d| d.as_bytes().eq_ignore_ascii_case(dest.as_bytes().trim_ascii())),
+            Some(dest) if !self.match_dest.is_empty() => self.match_dest.iter().any(|d| {
+                d.as_bytes()
+                    .eq_ignore_ascii_case(dest.as_bytes().trim_ascii())
+            }),
             _ => true,
         };
         self.origin == origin && dest_ok && self.pattern.matches(path, query)
@@ -103,7 +103,9 @@ impl Kept {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What a delta is stored under.

@@ -53,7 +53,9 @@ fn spki_hash(key_pem: &str) -> String {
     // `PUBLIC KEY` PEM is the SubjectPublicKeyInfo in base64 between its armour lines.
     let pem = key.public_key_pem();
     let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
-    let spki = base64::engine::general_purpose::STANDARD.decode(body).unwrap();
+    let spki = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap();
     base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(spki))
 }
 
@@ -180,8 +182,18 @@ async fn chromium_decodes_dcz_and_dcb_deltas_over_http_and_https() {
         (&tls, "dcz", "/dcz/app.v1.js", "/dcz/app.v2.js"),
         (&plain, "dcb", "/dcb/app.v1.js", "/dcb/app.v2.js"),
         (&tls, "dcb", "/dcb/app.v1.js", "/dcb/app.v2.js"),
-        (&plain, "dcz", "/auto-dcz/lib-1.0.0.js", "/auto-dcz/lib-1.0.1.js"),
-        (&tls, "dcb", "/auto-dcb/lib-1.0.0.js", "/auto-dcb/lib-1.0.1.js"),
+        (
+            &plain,
+            "dcz",
+            "/auto-dcz/lib-1.0.0.js",
+            "/auto-dcz/lib-1.0.1.js",
+        ),
+        (
+            &tls,
+            "dcb",
+            "/auto-dcb/lib-1.0.0.js",
+            "/auto-dcb/lib-1.0.1.js",
+        ),
         (&plain, "dcz", "/dcz/magic.v1.js", "/dcz/magic.v2.js"),
     ];
     for (base, coding, v1, v2) in cases {
