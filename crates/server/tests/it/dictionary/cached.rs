@@ -36,6 +36,9 @@ async fn a_cached_proxy_route_offers_dictionaries_and_serves_stored_deltas() {
         temp.path(),
         &format!(
             r#"
+            [log]
+            access = "access.log"
+            format = "json"
             [admin]
             address = "127.0.0.1:0"
             [caches.c]
@@ -96,6 +99,14 @@ async fn a_cached_proxy_route_offers_dictionaries_and_serves_stored_deltas() {
     assert_eq!(
         counter(&server, "sluice_dictionary_hits_total", ",coding=\"dcz\"").await,
         200.0
+    );
+    // The access log names the delta's coding, as for static files.
+    let log = crate::lifecycle::wait_for_lines(&temp.path().join("access.log"), 202).await;
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("app-1.0.1.js"))
+            .all(|l| l.contains("\"encoding\":\"dcz\"")),
+        "{log}"
     );
     // A client without the dictionary gets the stored br variant, never the delta.
     let (_, plain, body) = get(&url, &[("accept-encoding", "gzip, br")]).await;
