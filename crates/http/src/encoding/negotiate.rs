@@ -68,29 +68,29 @@ pub fn negotiate_fields<'a>(
 /// client that says `*` has said nothing about dictionaries. The same element and q-value
 /// rules as [`negotiate_fields`].
 pub fn listed_weight<'a>(fields: impl IntoIterator<Item = &'a [u8]>, token: &[u8]) -> Option<u16> {
-    for field in fields {
-        for element in Elements(field) {
-            let mut parts = element.split(|&b| b == b';');
-            let coding = parts.next().unwrap_or_default().trim_ascii();
-            if !coding.eq_ignore_ascii_case(token) {
-                continue;
-            }
-            let mut weight = Some(1000);
-            for param in parts {
-                let Some(eq) = param.iter().position(|&b| b == b'=') else {
-                    continue;
-                };
-                if param[..eq].trim_ascii().eq_ignore_ascii_case(b"q") {
-                    weight = parse_qvalue(param[eq + 1..].trim_ascii());
-                }
-            }
-            // A coding named twice keeps its first (valid) weight, as in `Weights::add`.
-            if weight.is_some() {
-                return weight;
-            }
+    fields
+        .into_iter()
+        .flat_map(Elements)
+        .map(coding_and_weight)
+        // A coding named twice keeps its first (valid) weight, as in `Weights::add`.
+        .find_map(|(coding, weight)| weight.filter(|_| coding.eq_ignore_ascii_case(token)))
+}
+
+/// One list element, `coding *( OWS ";" OWS param )`: the coding and its weight in thousandths
+/// (`None` for an invalid `q`).
+fn coding_and_weight(element: &[u8]) -> (&[u8], Option<u16>) {
+    let mut parts = element.split(|&b| b == b';');
+    let coding = parts.next().unwrap_or_default().trim_ascii();
+    let mut weight = Some(1000);
+    for param in parts {
+        let Some(eq) = param.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        if param[..eq].trim_ascii().eq_ignore_ascii_case(b"q") {
+            weight = parse_qvalue(param[eq + 1..].trim_ascii());
         }
     }
-    None
+    (coding, weight)
 }
 
 /// One weight in thousandths per coding named in the field, and one for `*`.
@@ -103,17 +103,7 @@ struct Weights {
 impl Weights {
     /// Record one list element: `coding *( OWS ";" OWS param )`.
     fn add(&mut self, element: &[u8]) {
-        let mut parts = element.split(|&b| b == b';');
-        let coding = parts.next().unwrap_or_default().trim_ascii();
-        let mut weight = Some(1000);
-        for param in parts {
-            let Some(eq) = param.iter().position(|&b| b == b'=') else {
-                continue;
-            };
-            if param[..eq].trim_ascii().eq_ignore_ascii_case(b"q") {
-                weight = parse_qvalue(param[eq + 1..].trim_ascii());
-            }
-        }
+        let (coding, weight) = coding_and_weight(element);
         // A bad weight makes the client's intent unknowable: drop the element rather than guess.
         let Some(weight) = weight else { return };
         let slot = if coding == b"*" {

@@ -229,3 +229,32 @@ fn random_fields_never_panic() {
         }
     }
 }
+
+#[test]
+fn listed_weight_counts_names_only_with_the_same_element_rules() {
+    let w = |field: &'static str, token: &str| listed_weight([field.as_bytes()], token.as_bytes());
+    assert_eq!(w("gzip, dcz", "dcz"), Some(1000));
+    assert_eq!(w("gzip, DCZ;q=0.5", "dcz"), Some(500));
+    assert_eq!(w("dcz;q=0", "dcz"), Some(0));
+    assert_eq!(w("*", "dcz"), None, "`*` is not a listing");
+    assert_eq!(
+        w("dcz;q=abc, dcz;q=0.2", "dcz"),
+        Some(200),
+        "a bad weight is skipped"
+    );
+    assert_eq!(
+        w("dcz;q=0.3, dcz", "dcz"),
+        Some(300),
+        "the first valid weight counts"
+    );
+    assert_eq!(
+        w("\"dcz, x\";q=1, br", "dcz"),
+        None,
+        "no split inside quotes"
+    );
+    assert_eq!(
+        listed_weight(["gzip".as_bytes(), "dcb".as_bytes()], b"dcb"),
+        Some(1000),
+        "several lines form one list"
+    );
+}

@@ -307,7 +307,10 @@ async fn a_thousand_requests_with_one_dictionary_make_exactly_one_delta() {
         assert_eq!(*status, StatusCode::OK, "#{i}");
         assert_eq!(headers["content-encoding"], "dcz", "#{i}");
         assert!(*body == first, "#{i}: the same stored bytes");
-        assert!(decode_dcz(body, &v1) == v2, "#{i}: decodes to the new release");
+        assert!(
+            decode_dcz(body, &v1) == v2,
+            "#{i}: decodes to the new release"
+        );
     }
     if let Some(decoded) = zstd_cli(&first, &v1) {
         assert!(decoded.unwrap() == v2);

@@ -429,7 +429,10 @@ fn decision_str(decision: Decision) -> &'static str {
 
 /// The single content coding of the response as sent, if sluice knows its token.
 fn sent_encoding(headers: &HeaderMap) -> Option<&'static str> {
-    let token = headers.get(header::CONTENT_ENCODING)?.as_bytes().trim_ascii();
+    let token = headers
+        .get(header::CONTENT_ENCODING)?
+        .as_bytes()
+        .trim_ascii();
     ContentCoding::from_token_bytes(token)
         .map(ContentCoding::as_str)
         .or_else(|| sluice_core::DictionaryCoding::from_token_bytes(token).map(|c| c.as_str()))
