@@ -11,10 +11,11 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
-    RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRateLimit,
-    RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
-    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
+    RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig,
+    RawDecompress, RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener,
+    RawLog, RawNot, RawProxy, RawRateLimit, RawRedirect, RawRespond, RawRetry, RawRoute,
+    RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
+    RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -51,6 +52,9 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("routes"), I, K("compress" | "cache"), K("levels")] => fields_of::<RawCompressLevels>(),
         [K("routes"), I, K("cache")] => fields_of::<RawRouteCache>(),
         [K("routes"), I, K("rate_limit")] => fields_of::<RawRateLimit>(),
+        [K("routes"), I, K("not")] => fields_of::<RawNot>(),
+        [K("routes"), I, K("basic_auth")] => fields_of::<RawBasicAuth>(),
+        [K("routes"), I, K("forward_auth")] => fields_of::<RawForwardAuth>(),
         [
             K("routes"),
             I,

@@ -10,18 +10,22 @@
 //! (a route's `compress`), `proxy.rs` (a route's `proxy`), `upstream.rs` (`[upstreams.NAME]`),
 //! `cache.rs` (`[caches.NAME]` and a route's `cache`), `rate_limit.rs` (a route's `rate_limit`).
 
+mod access;
 mod cache;
 mod compress;
 mod listener;
+mod matchers;
 mod proxy;
 mod rate_limit;
 mod route;
 mod server;
 mod upstream;
 
+pub use access::*;
 pub use cache::*;
 pub use compress::*;
 pub use listener::*;
+pub use matchers::*;
 pub use proxy::*;
 pub use rate_limit::*;
 pub use route::*;

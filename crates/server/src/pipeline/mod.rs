@@ -37,6 +37,7 @@ pub mod host;
 pub mod limits;
 pub mod observe;
 pub mod responses;
+pub mod route_index;
 pub mod router;
 pub mod target;
 pub mod unread_body;
@@ -148,13 +149,23 @@ impl Pipeline {
         if let Err(err) = crate::pipeline::target::normalize(req) {
             return Next::Answered(bad_path(&err));
         }
-        let route = match self.router.route_checked(req) {
+        let route = match self.router.route_checked(req, ctx.client.ip) {
             Ok(route) => route,
             Err(err) => return Next::Answered(bad_path(&err)),
         };
         let Some(route) = route.map(Arc::as_ref) else {
             return Next::Answered(crate::shared::error_page(StatusCode::NOT_FOUND, None));
         };
+        if let Some(re) = &route.config.matchers.must.path_regex
+            && re.capture_names().flatten().next().is_some()
+        {
+            let path = req.uri().path();
+            let captures = crate::shared::request::PathCaptures {
+                values: sluice_config::path_captures(re, path),
+                end: re.find(path).filter(|m| m.start() == 0).map(|m| m.end()),
+            };
+            req.extensions_mut().insert(captures);
+        }
         let req = &*req;
         ctx.route = Some(route);
         if let Some(refused) = self.limits.check_length(req, &route.config.body) {

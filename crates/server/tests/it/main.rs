@@ -16,6 +16,7 @@ mod layers;
 mod lifecycle;
 mod limits;
 mod listeners;
+mod matchers;
 mod metrics;
 mod parking;
 mod paths;
