@@ -47,6 +47,9 @@ pub struct RequestContext<'r> {
     pub upstream: UpstreamTiming,
     /// Request body bytes read so far, when the request's body was forwarded.
     pub bytes_in: Option<Arc<AtomicU64>>,
+    /// Why the route's access control refused the request (`client`, `auth`, ...), for the
+    /// access log's `deny=`.
+    pub deny: Option<&'static str>,
 }
 
 impl<'r> RequestContext<'r> {
@@ -63,6 +66,7 @@ impl<'r> RequestContext<'r> {
             ticket: None,
             upstream: UpstreamTiming::default(),
             bytes_in: None,
+            deny: None,
         }
     }
 

@@ -35,6 +35,8 @@ pub struct CompiledRoute {
     /// Per-client rate limit, when the route has a `rate_limit` option. Shared so a reload can
     /// hand an unchanged route's buckets to its new compiled route.
     pub rate_limit: Option<Arc<crate::features::rate_limit::RouteRateLimit>>,
+    /// `allow` / `deny`, `basic_auth`, `forward_auth`, when the route has any.
+    pub access: Option<crate::features::access::RouteAccess>,
     /// Created at start-up so requests update them without a label lookup.
     pub metrics: crate::shared::metrics::RouteMetrics,
 }
@@ -108,8 +110,30 @@ impl CompiledRoute {
                 ))
             }
         };
+        let forward_auth = match &route.access.forward_auth {
+            Some(auth) => {
+                let upstream = upstreams.get(&auth.upstream).ok_or_else(|| {
+                    sluice_core::Error::internal(
+                        sluice_core::ErrorKind::Unavailable,
+                        format!("upstream `{}` is not defined", auth.upstream),
+                    )
+                })?;
+                Some(Arc::new(crate::features::proxy::ProxyHandler::new(
+                    sluice_config::Proxy::to(auth.upstream.clone()),
+                    upstream,
+                    None,
+                )))
+            }
+            None => None,
+        };
+        let access = crate::features::access::RouteAccess::new(
+            &route.access,
+            forward_auth,
+            metrics.access(&route.name),
+        )?;
         Ok(Self {
             config: route.clone(),
+            access,
             handler,
             compression,
             cache,

@@ -5,6 +5,7 @@
 // allow-*-in-tests does not reach.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod access;
 mod cache;
 mod compress;
 mod decompress;
