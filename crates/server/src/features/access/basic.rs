@@ -221,4 +221,20 @@ mod tests {
         assert!(verify("secret", &a));
         assert!(!verify("other", &a));
     }
+
+    #[test]
+    fn hashes_made_by_other_tools_verify() {
+        // examples/access.htpasswd: made with Python's bcrypt and argon2-cffi (its default
+        // argon2id parameters, p=4), so not by the crates that check them.
+        let text = std::fs::read_to_string("../../examples/access.htpasswd").unwrap();
+        let users: HashMap<String, String> = parse_htpasswd(&text)
+            .unwrap()
+            .into_iter()
+            .map(|u| (u.name, u.hash))
+            .collect();
+        assert!(verify("change-me-alice", &users["alice"]));
+        assert!(!verify("change-me-bob", &users["alice"]));
+        assert!(verify("change-me-bob", &users["bob"]));
+        assert!(!verify("change-me-alice", &users["bob"]));
+    }
 }
