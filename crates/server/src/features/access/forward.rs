@@ -27,6 +27,19 @@ use crate::shared::client::Client;
 
 const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
 const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
+/// Request headers the subrequest does not carry: it has no body (its framing headers would
+/// lie, and `Expect` would wait for one), and it is its own exchange, never an upgrade or a
+/// tunnel (the connection-specific fields of RFC 9110 §7.6.1 are the client's hop's).
+const NOT_COPIED: [HeaderName; 8] = [
+    http::header::CONTENT_LENGTH,
+    http::header::TRANSFER_ENCODING,
+    http::header::EXPECT,
+    http::header::CONNECTION,
+    http::header::UPGRADE,
+    http::header::TE,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+];
 /// Most bytes of a 2xx answer's body read (to give its connection back to the pool); a longer
 /// one is dropped with its connection.
 const DRAIN_LIMIT: usize = 64 * 1024;
@@ -82,8 +95,7 @@ impl ForwardAuthCheck {
         *sub.version_mut() = req.version();
         let headers = sub.headers_mut();
         for (name, value) in req.headers() {
-            // The subrequest has no body; its framing headers would lie.
-            if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
+            if !NOT_COPIED.contains(name) {
                 headers.append(name.clone(), value.clone());
             }
         }
