@@ -248,8 +248,8 @@ fn regex_in(
     // regex-syntax's parser says where the error is (regex::Error only has a message).
     if let Err(err) = regex_syntax::ParserBuilder::new().build().parse(text) {
         let (span, detail) = match &err {
-            regex_syntax::Error::Parse(e) => (e.span().clone(), e.kind().to_string()),
-            regex_syntax::Error::Translate(e) => (e.span().clone(), e.kind().to_string()),
+            regex_syntax::Error::Parse(e) => (*e.span(), e.kind().to_string()),
+            regex_syntax::Error::Translate(e) => (*e.span(), e.kind().to_string()),
             _ => (
                 regex_syntax::ast::Span::splat(regex_syntax::ast::Position::new(0, 1, 1)),
                 err.to_string(),
