@@ -49,6 +49,8 @@ pub fn run(args: DemoArgs) -> ExitCode {
             hosts: Vec::new(),
             path: PathMatch::Prefix("/".into()),
             listeners: Vec::new(),
+            matchers: Default::default(),
+            access: Default::default(),
             action: Action::Proxy(Proxy::to("origins")),
             compress: Some(Compress::default()),
             cache: None,

@@ -111,6 +111,8 @@ pub fn file_server_config(args: FileServerArgs) -> Result<Config, String> {
         hosts: Vec::new(),
         path: PathMatch::Prefix("/".into()),
         listeners: Vec::new(),
+        matchers: Default::default(),
+        access: Default::default(),
         action: Action::Static(StaticFiles {
             precompressed: if args.precompressed {
                 SidecarCoding::ALL.to_vec()
@@ -171,6 +173,8 @@ pub fn reverse_proxy_config(args: ReverseProxyArgs) -> Result<Config, String> {
         hosts: Vec::new(),
         path: PathMatch::Prefix("/".into()),
         listeners: Vec::new(),
+        matchers: Default::default(),
+        access: Default::default(),
         action: Action::Proxy(proxy),
         compress: args.compress.then(Compress::default),
         cache: None,

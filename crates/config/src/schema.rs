@@ -11,11 +11,11 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
-    RawDictionaryLevels, RawDictionaryTable, RawHeaderEdits, RawHealthCheck, RawKeepalive,
-    RawListener, RawLog, RawProxy, RawRateLimit, RawRedirect, RawRespond, RawResponseHeaders,
-    RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable,
-    RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
+    RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig,
+    RawDecompress, RawDictionaryLevels, RawDictionaryTable, RawForwardAuth, RawHeaderEdits,
+    RawHealthCheck, RawKeepalive, RawListener, RawLog, RawNot, RawProxy, RawRateLimit, RawRedirect,
+    RawRespond, RawResponseHeaders, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable,
+    RawSni, RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -55,6 +55,9 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("routes"), I, K("response_headers")] => fields_of::<RawResponseHeaders>(),
         [K("routes"), I, K("dictionary")] => fields_of::<RawDictionaryTable>(),
         [K("routes"), I, K("dictionary"), K("levels")] => fields_of::<RawDictionaryLevels>(),
+        [K("routes"), I, K("not")] => fields_of::<RawNot>(),
+        [K("routes"), I, K("basic_auth")] => fields_of::<RawBasicAuth>(),
+        [K("routes"), I, K("forward_auth")] => fields_of::<RawForwardAuth>(),
         [
             K("routes"),
             I,

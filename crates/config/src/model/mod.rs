@@ -12,10 +12,12 @@
 //! `response.rs` (a route's `response_headers`, a static route's `max_age`), `dictionary.rs` (a
 //! route's `dictionary`).
 
+mod access;
 mod cache;
 mod compress;
 mod dictionary;
 mod listener;
+mod matchers;
 mod proxy;
 mod rate_limit;
 mod response;
@@ -23,10 +25,12 @@ mod route;
 mod server;
 mod upstream;
 
+pub use access::*;
 pub use cache::*;
 pub use compress::*;
 pub use dictionary::*;
 pub use listener::*;
+pub use matchers::*;
 pub use proxy::*;
 pub use rate_limit::*;
 pub use response::*;

@@ -8,7 +8,10 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use sluice_core::SidecarCoding;
 
-use super::{Compress, Dictionaries, MaxAge, Proxy, RateLimit, ResponseHeaders, RouteCache};
+use super::{
+    Access, Compress, Dictionaries, MaxAge, Proxy, RateLimit, ResponseHeaders, RouteCache,
+    RouteMatchers,
+};
 
 /// A route (`[[routes]]`): which requests it takes, and what it does with them.
 #[derive(Debug, Clone)]
@@ -20,6 +23,10 @@ pub struct Route {
     pub path: PathMatch,
     /// Only requests arriving on these listeners (by name); empty means all.
     pub listeners: Vec<String>,
+    /// Method, header, query, client and path-regex matchers (and their `not` forms).
+    pub matchers: RouteMatchers,
+    /// `allow` / `deny`, `basic_auth`, `forward_auth`.
+    pub access: Access,
     pub action: Action,
     /// Compress responses of this route (whatever the action); `None` sends them as they are.
     pub compress: Option<Compress>,

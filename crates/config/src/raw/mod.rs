@@ -8,6 +8,7 @@
 //! serde's type errors in the file's words rather than these types' names.
 //! Nothing here is used outside the crate: the contract is [`crate::model`].
 
+mod access;
 mod cache;
 mod shapes;
 mod upstream;
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub(crate) use access::{RawBasicAuth, RawForwardAuth, RawNot};
 pub(crate) use cache::{RawCacheDisk, RawCacheZone, RawRouteCache};
 pub(crate) use shapes::{BoolOrList, Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
 pub(crate) use upstream::{
@@ -128,6 +130,16 @@ pub(crate) struct RawRoute {
     pub path: Option<Spanned<String>>,
     pub path_prefix: Option<Spanned<String>>,
     pub listeners: Option<Spanned<OneOrMany>>,
+    pub methods: Option<Spanned<OneOrMany>>,
+    pub headers: Option<Spanned<Entries>>,
+    pub query: Option<Spanned<Entries>>,
+    pub client: Option<Spanned<OneOrMany>>,
+    pub path_regex: Option<Spanned<String>>,
+    pub not: Option<RawNot>,
+    pub allow: Option<Spanned<OneOrMany>>,
+    pub deny: Option<Spanned<OneOrMany>>,
+    pub basic_auth: Option<RawBasicAuth>,
+    pub forward_auth: Option<RawForwardAuth>,
     #[serde(rename = "static")]
     pub static_files: Option<RawStatic>,
     pub respond: Option<RawRespond>,

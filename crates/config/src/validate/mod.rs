@@ -9,6 +9,7 @@
 //! A proxy's inline `to` becomes an upstream group of its own (see [`proxy`]), added to
 //! [`Config::upstreams`], which stays sorted by name.
 
+mod access;
 mod actions;
 mod address;
 mod admin;
@@ -18,6 +19,7 @@ mod dictionary;
 mod files;
 mod hosts;
 mod listeners;
+mod matchers;
 mod proxy;
 mod rate_limit;
 mod response;

@@ -141,7 +141,7 @@ fn decompress(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawDecompress) -> Decompres
 }
 
 /// Exactly one of `upstream` and `to`: the group's name, and the group itself when it is inline.
-fn target(
+pub(super) fn target(
     cx: &mut Cx<'_>,
     path: &KeyPath,
     raw: &RawProxy,

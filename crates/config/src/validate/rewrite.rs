@@ -66,6 +66,32 @@ fn prefix(cx: &mut Cx<'_>, path: &KeyPath, value: &Spanned<String>, key: Key) ->
         .ok()
 }
 
+/// `text` without its `{name}` placeholders (a name of letters, digits and `_`).
+fn strip_placeholders(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close)
+                if close > 0
+                    && after[..close]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A prefix as written in the file, or why it is refused.
 fn parse_prefix(text: &str, key: Key) -> Result<String, Rejection> {
     let name = key.name();
@@ -127,7 +153,12 @@ fn parse_prefix(text: &str, key: Key) -> Result<String, Rejection> {
         };
         return refuse(format!("`{name}` ends with `/`, found `{text}`"), hint);
     }
-    if let Some(bad) = text.chars().find(|&c| !path_char(c)) {
+    // `{name}`: a capture of the route's `path_regex` (filled in before the path is sent).
+    let without_captures = match key {
+        Key::Replace => strip_placeholders(text),
+        Key::Strip => text.to_owned(),
+    };
+    if let Some(bad) = without_captures.chars().find(|&c| !path_char(c)) {
         let shown = if bad == ' ' {
             "a space".into()
         } else {

@@ -96,13 +96,20 @@ pub(super) fn routes(
             };
             super::dictionary::dictionary(cx, &path.key("dictionary"), d, &facts)
         });
-        if let (Some(path_match), Some((action, inline))) = (path_match, action) {
+        let matchers = super::matchers::route_matchers(cx, &path, raw);
+        let access = super::access::access(cx, &path, raw, defined.upstreams, &name);
+        if let (Some(path_match), Some((action, inline)), Some((access, auth_inline))) =
+            (path_match, action, access)
+        {
             inline_upstreams.extend(inline);
+            inline_upstreams.extend(auth_inline);
             valid.push(Route {
                 name,
                 hosts,
                 path: path_match,
                 listeners: route_listeners,
+                matchers,
+                access,
                 action,
                 compress,
                 cache,

@@ -32,7 +32,7 @@ pub(super) fn trusted_proxies(
 }
 
 /// One item: a CIDR block or a single address.
-fn parse(text: &str) -> Result<IpNet, Rejection> {
+pub(super) fn parse(text: &str) -> Result<IpNet, Rejection> {
     let trimmed = text.trim();
     if let Ok(ip) = trimmed.parse::<IpAddr>() {
         return Ok(IpNet::from(ip));

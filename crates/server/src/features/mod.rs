@@ -9,6 +9,7 @@
 //! (`tests/it/layers.rs`). Error pages are the pipeline's: a feature returns a
 //! `sluice_core::Error`, and the pipeline writes its status (`Error::status`).
 
+pub mod access;
 pub mod cache;
 pub mod compress;
 pub mod dictionary;

@@ -69,6 +69,8 @@ mod tests {
             hosts: Vec::new(),
             path: PathMatch::Prefix("/".into()),
             listeners: Vec::new(),
+            matchers: Default::default(),
+            access: Default::default(),
             action: Action::Static(files),
             compress: None,
             cache: None,

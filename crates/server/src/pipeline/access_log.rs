@@ -123,6 +123,9 @@ pub struct Entry {
     /// Time from sending the request upstream to the response head (nginx's
     /// `$upstream_header_time`); `None` when no upstream answered (a cache hit, a static file).
     pub upstream_ms: Option<f64>,
+    /// Why the route's access control refused the request (`client`, `auth`, `auth_slowed`,
+    /// `auth_error`); `None` when it did not.
+    pub deny: Option<&'static str>,
 }
 
 impl Entry {
@@ -155,14 +158,21 @@ impl Entry {
             compress: None,
             cache: None,
             upstream_ms: None,
+            deny: None,
         }
     }
 
     /// `$remote_addr - - [$time_local] "$request" $status $body_bytes_sent "$http_referer"
-    /// "$http_user_agent"`, time in UTC.
+    /// "$http_user_agent"`, time in UTC; ` deny=REASON` after it when access control refused
+    /// the request (log parsers of the combined format read the fields they know and skip
+    /// what follows).
     fn combined(&self, bytes_sent: u64) -> String {
+        let deny = match self.deny {
+            Some(reason) => format!(" deny={reason}"),
+            None => String::new(),
+        };
         format!(
-            "{} - - [{}] \"{} {} {:?}\" {} {} \"{}\" \"{}\"\n",
+            "{} - - [{}] \"{} {} {:?}\" {} {} \"{}\" \"{}\"{deny}\n",
             self.remote.ip(),
             clf_time(self.time),
             self.method,
@@ -192,6 +202,7 @@ impl Entry {
             "compress": self.compress,
             "cache": self.cache,
             "upstream_ms": self.upstream_ms,
+            "deny": self.deny,
             "referer": self.referer,
             "user_agent": self.user_agent,
         });

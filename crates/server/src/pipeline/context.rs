@@ -50,6 +50,9 @@ pub struct RequestContext<'r> {
     /// What dictionary compression needs of the request, on routes with `dictionary`.
     /// Boxed: only those routes pay for it.
     pub dictionary: Option<Box<crate::features::dictionary::DictionaryRequest>>,
+    /// Why the route's access control refused the request (`client`, `auth`, ...), for the
+    /// access log's `deny=`.
+    pub deny: Option<&'static str>,
 }
 
 impl<'r> RequestContext<'r> {
@@ -67,6 +70,7 @@ impl<'r> RequestContext<'r> {
             upstream: UpstreamTiming::default(),
             bytes_in: None,
             dictionary: None,
+            deny: None,
         }
     }
 

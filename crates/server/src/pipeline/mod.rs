@@ -4,7 +4,8 @@
 //! request phase   limits (414, 415) -> Host (400: missing, several, or not a host) ->
 //!                 normal-form path (may answer 400) -> route (404 for none; 400 when the path
 //!                 reads as another route's) -> body size (413 on Content-Length) -> rate limit
-//!                 (may answer 429) -> extended CONNECT on a route that is no proxy (501) ->
+//!                 (may answer 429) -> access control (allow/deny 403, basic auth 401/429,
+//!                 forward auth: the auth service's 401/403, or 500) -> extended CONNECT on a route that is no proxy (501) ->
 //!                 cache lookup (cached proxy routes; may answer here)
 //! action          static files | fixed response | redirect | proxy
 //! response phase  cache store -> error page -> dictionary delta (RFC 9842; routes with
@@ -38,6 +39,7 @@ pub mod host;
 pub mod limits;
 pub mod observe;
 pub mod responses;
+pub mod route_index;
 pub mod router;
 pub mod target;
 pub mod unread_body;
@@ -149,14 +151,23 @@ impl Pipeline {
         if let Err(err) = crate::pipeline::target::normalize(req) {
             return Next::Answered(bad_path(&err));
         }
-        let route = match self.router.route_checked(req) {
+        let route = match self.router.route_checked(req, ctx.client.ip) {
             Ok(route) => route,
             Err(err) => return Next::Answered(bad_path(&err)),
         };
         let Some(route) = route.map(Arc::as_ref) else {
             return Next::Answered(crate::shared::error_page(StatusCode::NOT_FOUND, None));
         };
-        let req = &*req;
+        if let Some(re) = &route.config.matchers.must.path_regex
+            && re.capture_names().flatten().next().is_some()
+        {
+            let path = req.uri().path();
+            let captures = crate::shared::request::PathCaptures {
+                values: sluice_config::path_captures(re, path),
+                end: re.find(path).filter(|m| m.start() == 0).map(|m| m.end()),
+            };
+            req.extensions_mut().insert(captures);
+        }
         ctx.route = Some(route);
         if let Some(refused) = self.limits.check_length(req, &route.config.body) {
             return Next::Answered(refused);
@@ -166,6 +177,15 @@ impl Pipeline {
         {
             return Next::Answered(rate_limited(wait));
         }
+        // Access control after the rate limit (a flood does not reach the password hashes or
+        // the auth service) and before the cache (a stored response is no way around it).
+        if let Some(access) = &route.access
+            && let Err(refused) = Box::pin(access.check(ctx.client, req)).await
+        {
+            ctx.deny = Some(refused.reason);
+            return Next::Answered(refused.response);
+        }
+        let req = &*req;
         // An HTTP/2 extended CONNECT (RFC 8441) asks for a tunnel, which only a proxy route can
         // open; any other action would answer a CONNECT with a page, and a 2xx would even tell
         // the client a tunnel is open (RFC 9110 §9.3.6).
@@ -409,6 +429,7 @@ impl Pipeline {
                 }
                 entry.cache = ctx.cache.map(|status| status.as_str());
                 entry.upstream_ms = ctx.upstream.response_head.map(|d| d.as_secs_f64() * 1000.0);
+                entry.deny = ctx.deny;
                 Some((entry, logger.clone()))
             }
             _ => None,

@@ -1,13 +1,15 @@
-//! Routing: the first route (in file order) whose listener, host and path match takes the request.
+//! Routing: the first route (in file order) whose listener, host, path and matchers (methods,
+//! headers, query, client, path regex) take the request.
 //!
 //! Each listener gets its own [`Router`] holding only the routes that apply to it, so the
 //! listener filter costs nothing per request. Host matching needs no allocation when the host is
 //! already lowercase, which is what clients send.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::Request;
-use sluice_config::{Action, FixedResponse, Redirect, Route};
+use sluice_config::{Action, FixedResponse, MatchInput, Redirect, Route};
 use sluice_http::static_files::StaticFiles;
 
 use crate::features::compress::RouteCompression;
@@ -38,6 +40,8 @@ pub struct CompiledRoute {
     pub dictionaries: Option<Arc<crate::features::dictionary::RouteDictionaries>>,
     /// `response_headers` and a static route's `max_age`, when the route has either.
     pub response_headers: Option<crate::features::response_headers::RouteResponseHeaders>,
+    /// `allow` / `deny`, `basic_auth`, `forward_auth`, when the route has any.
+    pub access: Option<crate::features::access::RouteAccess>,
     /// Created at start-up so requests update them without a label lookup.
     pub metrics: crate::shared::metrics::RouteMetrics,
 }
@@ -118,8 +122,30 @@ impl CompiledRoute {
                 )
             }
         };
+        let forward_auth = match &route.access.forward_auth {
+            Some(auth) => {
+                let upstream = upstreams.get(&auth.upstream).ok_or_else(|| {
+                    sluice_core::Error::internal(
+                        sluice_core::ErrorKind::Unavailable,
+                        format!("upstream `{}` is not defined", auth.upstream),
+                    )
+                })?;
+                Some(Arc::new(crate::features::proxy::ProxyHandler::new(
+                    sluice_config::Proxy::to(auth.upstream.clone()),
+                    upstream,
+                    None,
+                )))
+            }
+            None => None,
+        };
+        let access = crate::features::access::RouteAccess::new(
+            &route.access,
+            forward_auth,
+            metrics.access(&route.name),
+        )?;
         Ok(Self {
             config: route.clone(),
+            access,
             handler,
             compression,
             cache,
@@ -136,29 +162,35 @@ impl CompiledRoute {
     }
 }
 
-/// The routes of one listener, in file order.
+/// The routes of one listener, in file order, indexed by host and path
+/// ([`RouteIndex`](crate::pipeline::route_index::RouteIndex)).
 #[derive(Clone)]
 pub struct Router {
     routes: Arc<[Arc<CompiledRoute>]>,
+    index: Arc<crate::pipeline::route_index::RouteIndex>,
 }
 
 impl Router {
     /// Keep the routes that apply to `listener`.
     pub fn for_listener(all: &[Arc<CompiledRoute>], listener: &str) -> Self {
-        let routes = all
+        let routes: Arc<[Arc<CompiledRoute>]> = all
             .iter()
             .filter(|r| {
                 r.config.listeners.is_empty() || r.config.listeners.iter().any(|l| l == listener)
             })
             .cloned()
             .collect();
-        Self { routes }
+        let index = crate::pipeline::route_index::RouteIndex::new(routes.iter().map(|r| &r.config));
+        Self {
+            routes,
+            index: Arc::new(index),
+        }
     }
 
-    /// The route for a request, if any, by its path as it is (the pipeline has put it in
-    /// normal form).
-    pub fn route<B>(&self, req: &Request<B>) -> Option<&Arc<CompiledRoute>> {
-        self.route_for(request_host(req).as_deref(), req.uri().path())
+    /// The route for a request from `client` (resolved through `trusted_proxies`), if any, by
+    /// its path as it is (the pipeline has put it in normal form).
+    pub fn route<B>(&self, req: &Request<B>, client: IpAddr) -> Option<&Arc<CompiledRoute>> {
+        self.route_for(request_host(req).as_deref(), req.uri().path(), req, client)
     }
 
     /// [`Router::route`], refusing a path whose other reading (`uri_path::alternate`: an
@@ -168,14 +200,15 @@ impl Router {
     pub fn route_checked<B>(
         &self,
         req: &Request<B>,
+        client: IpAddr,
     ) -> Result<Option<&Arc<CompiledRoute>>, Ambiguous> {
         let host = request_host(req);
-        let route = self.route_for(host.as_deref(), req.uri().path());
+        let route = self.route_for(host.as_deref(), req.uri().path(), req, client);
         let Some(other) = sluice_core::uri_path::alternate(req.uri().path()) else {
             return Ok(route);
         };
         let other = other.map_err(|_| Ambiguous)?;
-        let same = match (route, self.route_for(host.as_deref(), &other)) {
+        let same = match (route, self.route_for(host.as_deref(), &other, req, client)) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             (None, None) => true,
             _ => false,
@@ -183,15 +216,24 @@ impl Router {
         if same { Ok(route) } else { Err(Ambiguous) }
     }
 
-    fn route_for(&self, host: Option<&str>, path: &str) -> Option<&Arc<CompiledRoute>> {
+    fn route_for<B>(
+        &self,
+        host: Option<&str>,
+        path: &str,
+        req: &Request<B>,
+        client: IpAddr,
+    ) -> Option<&Arc<CompiledRoute>> {
         // `OPTIONS *` (asterisk-form, RFC 9112 §3.2.4) asks about the server as a whole: it
         // goes where the root would.
         let path = if path == "*" { "/" } else { path };
-        self.routes.iter().find(|r| {
-            r.config.path.matches(path)
-                && (r.config.hosts.is_empty()
-                    || host.is_some_and(|h| r.config.hosts.iter().any(|m| m.matches(h))))
-        })
+        let input = MatchInput {
+            method: req.method(),
+            headers: req.headers(),
+            query: req.uri().query(),
+            client,
+            path,
+        };
+        self.routes.get(self.index.find(host, &input)?)
     }
 }
 

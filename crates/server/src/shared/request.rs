@@ -65,3 +65,14 @@ impl std::error::Error for ClientBodyError {
         Some(&*self.0)
     }
 }
+
+/// The named captures of the route's `path_regex` on the request's normal-form path, and where
+/// its match ended: the proxy puts them in its `replace_prefix` and `request_headers` values
+/// (`{name}`).
+#[derive(Debug, Clone, Default)]
+pub struct PathCaptures {
+    pub values: Vec<(String, String)>,
+    /// Byte offset in the normal-form path where the regex's match ends; the match starts at 0
+    /// (only then does a `replace_prefix` replace it).
+    pub end: Option<usize>,
+}

@@ -5,6 +5,7 @@
 // allow-*-in-tests does not reach.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod access;
 mod cache;
 mod compress;
 mod decompress;
@@ -17,6 +18,7 @@ mod layers;
 mod lifecycle;
 mod limits;
 mod listeners;
+mod matchers;
 mod metrics;
 mod parking;
 mod paths;

@@ -34,8 +34,17 @@ impl ProxyHandler {
         // changes, and the client's URI goes back to the caller for the balancer's pick. The
         // upstream client keeps just the path and query of the URI, so origin-form loses
         // nothing.
-        let received = rewrite::forwarded_target(parts, &self.route)
-            .map(|target| std::mem::replace(&mut parts.uri, http::Uri::from(target)));
+        let captures = parts
+            .extensions
+            .get::<crate::shared::request::PathCaptures>()
+            .cloned();
+        let target = match &captures {
+            Some(captures) => rewrite::captured_target(parts, &self.route, captures),
+            None => None,
+        }
+        .or_else(|| rewrite::forwarded_target(parts, &self.route));
+        let received =
+            target.map(|target| std::mem::replace(&mut parts.uri, http::Uri::from(target)));
         if parts.version == http::Version::HTTP_2 {
             headers::merge_cookies(&mut parts.headers);
         }
@@ -53,6 +62,9 @@ impl ProxyHandler {
         };
         headers::add_forwarded(&mut parts.headers, hop);
         headers::apply_edits(&mut parts.headers, &self.route.request_headers);
+        if let Some(captures) = &captures {
+            rewrite::captured_headers(&mut parts.headers, &self.route, captures);
+        }
         if let Some(switch) = switch {
             upgrade::forward_headers(switch, &mut parts.headers);
         }

@@ -39,6 +39,55 @@ pub(super) fn forwarded_target(
         .or_else(|| received.cloned())
 }
 
+/// On a route with a `path_regex` that matched from the path's start, the forwarded target when
+/// the proxy has a `replace_prefix` (and no `strip_prefix`): the match replaced by
+/// `replace_prefix` with its `{name}`s filled from the captures, the rest of the normal-form
+/// path and the query kept. `None`: the usual rules apply.
+pub(super) fn captured_target(
+    parts: &http::request::Parts,
+    route: &Proxy,
+    captures: &crate::shared::request::PathCaptures,
+) -> Option<PathAndQuery> {
+    let rw = route.rewrite.as_ref()?;
+    let (None, Some(replace), Some(end)) = (&rw.strip_prefix, &rw.replace_prefix, captures.end)
+    else {
+        return None;
+    };
+    let path = parts.uri.path();
+    let rest = path.get(end..)?;
+    let mut out = sluice_config::expand_captures(replace, &captures.values);
+    out.push_str(rest);
+    if out.is_empty() {
+        out.push('/');
+    }
+    if let Some(query) = parts.uri.query() {
+        out.push('?');
+        out.push_str(query);
+    }
+    // A capture holds only what the normal-form path did; anything that still does not parse
+    // leaves the usual rewrite to decide.
+    PathAndQuery::try_from(out).ok()
+}
+
+/// `request_headers.set` values with `{name}`s filled from the captures (set again over the
+/// literal values `apply_edits` wrote).
+pub(super) fn captured_headers(
+    headers: &mut http::HeaderMap,
+    route: &Proxy,
+    captures: &crate::shared::request::PathCaptures,
+) {
+    for (name, value) in &route.request_headers.set {
+        let Ok(text) = value.to_str() else { continue };
+        if !text.contains('{') {
+            continue;
+        }
+        let filled = sluice_config::expand_captures(text, &captures.values);
+        if let Ok(filled) = http::HeaderValue::try_from(filled) {
+            headers.insert(name.clone(), filled);
+        }
+    }
+}
+
 /// The target to forward instead of `target`, or `None` to forward `target` unchanged.
 pub(super) fn rewrite(target: &PathAndQuery, rewrite: &PathRewrite) -> Option<PathAndQuery> {
     let text = target.as_str();

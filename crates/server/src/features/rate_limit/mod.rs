@@ -78,6 +78,20 @@ impl RouteRateLimit {
         }
     }
 
+    /// Whether `ip`'s bucket (keyed by client address) has a token now, without taking it:
+    /// `Err(wait)` when it is empty. Basic auth looks before checking a password and takes a
+    /// token ([`Self::check`]) only for a wrong one.
+    pub fn peek(&self, ip: IpAddr) -> Result<(), Duration> {
+        let key = self.key_of(ip, &HeaderMap::new());
+        let Some(bucket) = self.buckets.get(&key) else {
+            return Ok(());
+        };
+        match self.gcra.check(bucket.load(Ordering::Acquire), self.now()) {
+            Decision::Deny { retry_after } => Err(retry_after),
+            Decision::Allow { .. } => Ok(()),
+        }
+    }
+
     /// How many client keys are remembered now.
     pub fn keys(&self) -> usize {
         self.buckets.len()

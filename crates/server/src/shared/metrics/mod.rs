@@ -11,6 +11,7 @@
 //! `docs/metrics.md` lists every metric with example queries; the names below are the only place
 //! they are spelled.
 
+pub mod access;
 pub mod cache;
 mod compress_cpu;
 pub mod dictionary;
@@ -85,7 +86,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 41] = [
+pub const ALL_NAMES: [&str; 43] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -127,6 +128,8 @@ pub const ALL_NAMES: [&str; 41] = [
     dictionary::DICTIONARY_DELTAS_MADE_TOTAL,
     dictionary::DICTIONARY_HITS_TOTAL,
     dictionary::DICTIONARY_SAVED_BYTES_TOTAL,
+    access::ACCESS_DENIED_TOTAL,
+    access::FORWARD_AUTH_REQUESTS_TOTAL,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -172,6 +175,7 @@ pub struct Metrics {
     tunnels_open: Family<RouteLabels, Gauge>,
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
+    access: access::AccessFamilies,
     compress_cpu: compress_cpu::CompressCpuFamilies,
     dictionaries: dictionary::DictionaryFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
@@ -321,6 +325,7 @@ impl Metrics {
             "Upgraded connections that ended, by route and how they ended",
         );
         let limits = limits::LimitFamilies::register(r);
+        let access = access::AccessFamilies::register(r);
         let compress_cpu = compress_cpu::CompressCpuFamilies::register(r);
         let dictionaries = dictionary::DictionaryFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
@@ -368,6 +373,7 @@ impl Metrics {
             tunnels_open,
             tunnels,
             limits,
+            access,
             compress_cpu,
             dictionaries,
             watches: Watches::default(),
@@ -450,6 +456,12 @@ impl Metrics {
 
     /// The counter of requests a route's rate limit refused; call at start-up, for routes with
     /// a `rate_limit`.
+    /// A route's access-control counters (`sluice_access_denied_total`,
+    /// `sluice_forward_auth_requests_total`).
+    pub fn access(&self, route: &str) -> access::AccessMetrics {
+        self.access.route(route)
+    }
+
     pub fn rate_limited(&self, route: &str) -> Counter {
         self.rate_limited.get_or_create_owned(&RouteLabels {
             route: route.to_owned(),
