@@ -11,7 +11,7 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
+    RawAdmin, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
     RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRateLimit,
     RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
     RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
@@ -67,6 +67,7 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("upstreams"), K(_), K("tls")] => fields_of::<RawUpstreamTls>(),
         [K("caches"), K(_)] => fields_of::<RawCacheZone>(),
         [K("caches"), K(_), K("disk")] => fields_of::<RawCacheDisk>(),
+        [K("caches"), K(_), K("shared")] => fields_of::<RawCacheShared>(),
         [K("admin")] => fields_of::<RawAdmin>(),
         _ => None,
     }
@@ -276,6 +277,7 @@ mod tests {
             upstream.key("health_check"),
             root.key("caches").key("api"),
             root.key("caches").key("api").key("disk"),
+            root.key("caches").key("api").key("shared"),
             root.key("admin"),
         ]
     }

@@ -29,6 +29,8 @@ pub struct Entry {
     pub body_len: u64,
     state: Mutex<EntryState>,
     refreshing: AtomicBool,
+    /// Where the source is in the zone's shared tier, if there is one and it is there.
+    pub(super) shared: Mutex<Option<super::shared::SharedRef>>,
 }
 
 struct EntryState {
@@ -65,6 +67,7 @@ impl Entry {
                 variants: Vec::new(),
             }),
             refreshing: AtomicBool::new(false),
+            shared: Mutex::new(None),
         }
     }
 

@@ -15,6 +15,7 @@
 mod fence;
 mod fill;
 mod index;
+mod shared;
 mod stats;
 
 use std::io;
@@ -27,10 +28,12 @@ use sluice_core::{Body, ContentCoding};
 pub use fence::Fence;
 pub use fill::FillOutcome;
 pub use index::{Entry, Variant};
+pub use shared::SharedRef;
 pub use stats::{CacheStatus, Stats};
 
 use crate::lock::{Flights, Join, Publisher};
 use crate::meta::Meta;
+use crate::storage::shared::SharedTier;
 use crate::storage::{ObjectId, Storage, StoredBody};
 use crate::vary::AcceptEncodingKey;
 use fence::Fences;
@@ -60,6 +63,8 @@ pub struct Zone {
     /// Per key: a fill whose request went upstream before its key was invalidated commits
     /// nothing (see [`fence`]).
     fences: Arc<Fences>,
+    /// The fleet's shared tier behind the local ones, if configured.
+    shared: Option<Arc<SharedTier>>,
 }
 
 impl Zone {
@@ -70,6 +75,16 @@ impl Zone {
         settings: ZoneSettings,
         storage: Arc<dyn Storage>,
         index: Arc<Index>,
+    ) -> io::Result<Arc<Zone>> {
+        Self::open_shared(settings, storage, index, None).await
+    }
+
+    /// [`Zone::open`], with a shared tier behind the local ones (`[caches.NAME.shared]`).
+    pub async fn open_shared(
+        settings: ZoneSettings,
+        storage: Arc<dyn Storage>,
+        index: Arc<Index>,
+        shared: Option<Arc<SharedTier>>,
     ) -> io::Result<Arc<Zone>> {
         let listed = storage.list().await?;
         let mut dropped = Vec::new();
@@ -92,6 +107,7 @@ impl Zone {
             flights: Flights::new(),
             stats: Arc::new(Stats::default()),
             fences: Arc::default(),
+            shared,
         }))
     }
 
@@ -216,6 +232,24 @@ impl Zone {
         body: Body,
         fence: Fence,
     ) {
+        let retain = crate::policy::retention(
+            &meta,
+            &crate::policy::Settings::default(),
+            std::time::SystemTime::now(),
+        );
+        self.store_source_retained(publisher, meta, body, fence, retain);
+    }
+
+    /// [`Zone::store_source`], kept in the shared tier (if any) for `retain`
+    /// ([`crate::policy::retention`] under the route's settings).
+    pub fn store_source_retained(
+        self: &Arc<Self>,
+        publisher: Publisher<ObjectId, Head>,
+        meta: Meta,
+        body: Body,
+        fence: Fence,
+        retain: std::time::Duration,
+    ) {
         let id = Self::source_id(&meta.primary_key, meta.vary_key.as_str());
         fill::spawn(
             self.clone(),
@@ -223,7 +257,7 @@ impl Zone {
             id,
             meta,
             body,
-            fill::Target::Source(fence),
+            fill::Target::Source(fence, retain),
         );
     }
 
@@ -283,6 +317,7 @@ impl Zone {
         // fence, so it either sees the fence crossed or is removed here.
         self.fences.cross(primary);
         let ids = self.index.remove_primary(primary);
+        self.remove_shared(primary);
         self.remove_objects(ids).await
     }
 
@@ -325,7 +360,7 @@ impl Zone {
         target: &fill::Target,
     ) -> bool {
         match target {
-            fill::Target::Source(fence) => {
+            fill::Target::Source(fence, _) => {
                 let Some(replaced) = self
                     .index
                     .insert_source(id, meta, blob, body_len, || !fence.crossed())

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-pub(crate) use cache::{RawCacheDisk, RawCacheZone, RawRouteCache};
+pub(crate) use cache::{RawCacheDisk, RawCacheShared, RawCacheZone, RawRouteCache};
 pub(crate) use shapes::{BoolOrList, Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
 pub(crate) use upstream::{
     RawHealthCheck, RawKeepalive, RawRetry, RawServerTable, RawUpstream, RawUpstreamTimeouts,

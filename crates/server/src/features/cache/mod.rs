@@ -191,7 +191,12 @@ impl RouteCache {
         let mut forward = Some(forward);
         for _ in 0..ROUNDS {
             let ae = serve::accept_encoding_key(&parts.headers, compression);
-            if let Some(entry) = self.zone.find(&primary, &parts.headers, ae) {
+            // A local miss asks the fleet's shared tier (if any), under its deadline.
+            let found = match self.zone.find(&primary, &parts.headers, ae) {
+                Some(entry) => Some(entry),
+                None => self.zone.find_shared(&primary, &parts.headers, ae).await,
+            };
+            if let Some(entry) = found {
                 match self
                     .stored(
                         &parts,

@@ -1,0 +1,330 @@
+//! The shared tier (L2): a zone's responses in Redis, or any server speaking its protocol
+//! (Valkey, KeyDB, Dragonfly), so that what one instance of a fleet stored another can serve.
+//! It sits behind the memory and disk tiers: a local miss asks it, a hit is copied into the
+//! local tiers, and what an instance stores locally it writes here too, after the response.
+//!
+//! It is not a [`super::Storage`]: the zone's index is what makes a local lookup cheap, and it
+//! cannot know what other instances stored. The shared tier has an index of its own per
+//! primary key ([`record`]), read in one round trip, then the body's chunks in a second.
+//!
+//! The promise: a down, slow or refusing Redis never fails a request and never delays it past
+//! the lookup deadline. Every call runs under a deadline; an error or a timeout counts as a
+//! miss and towards the [`breaker`]; an open breaker skips the tier without a round trip.
+//! Writes run in their own tasks after the response and are dropped on error, counted.
+//! The connection is made in the background (never on a request's path), again after a loss.
+
+pub mod breaker;
+pub mod record;
+mod stats;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+pub use breaker::Breaker;
+pub use record::{Field, Keys, Record};
+pub use stats::{LATENCY_BUCKETS, SharedStats};
+
+use crate::lock::lock;
+
+/// `[caches.NAME.shared]`, converted by the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedSettings {
+    /// `redis://host:port/db`, `redis+unix:///path`.
+    pub url: String,
+    /// The most a lookup (index and body) may take before it counts as a miss.
+    pub deadline: Duration,
+    /// Larger responses are kept in the local tiers only.
+    pub max_object_size: u64,
+    /// The longest an object is kept, whatever its freshness and stale windows.
+    pub max_ttl: Duration,
+}
+
+impl SharedSettings {
+    pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(20);
+    pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 1024 * 1024;
+    pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+}
+
+/// Why a call to the tier gave nothing.
+#[derive(Debug)]
+pub enum Failure {
+    /// The breaker is open, or no connection is up yet: not tried.
+    Skipped,
+    Timeout,
+    Error(redis::RedisError),
+}
+
+/// A zone's connection to its shared tier.
+pub struct SharedTier {
+    settings: SharedSettings,
+    client: redis::Client,
+    conn: Mutex<Option<ConnectionManager>>,
+    connecting: AtomicBool,
+    breaker: Breaker,
+    stats: SharedStats,
+    generation: AtomicU64,
+}
+
+impl SharedTier {
+    /// A tier for `settings`; the URL is checked here, the connection is made in the background.
+    pub fn new(settings: SharedSettings) -> Result<Arc<Self>, String> {
+        let client = redis::Client::open(settings.url.as_str())
+            .map_err(|e| format!("shared tier `{}`: {e}", settings.url))?;
+        let seed = {
+            use std::hash::{BuildHasher, RandomState};
+            RandomState::new().hash_one(now_ms())
+        };
+        let tier = Arc::new(Self {
+            settings,
+            client,
+            conn: Mutex::new(None),
+            connecting: AtomicBool::new(false),
+            breaker: Breaker::default(),
+            stats: SharedStats::default(),
+            generation: AtomicU64::new(seed),
+        });
+        tier.connect_in_background();
+        Ok(tier)
+    }
+
+    pub fn settings(&self) -> &SharedSettings {
+        &self.settings
+    }
+
+    pub fn stats(&self) -> &SharedStats {
+        &self.stats
+    }
+
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// A body generation no other write uses: a per-process random start (RandomState's seed),
+    /// stepped by an odd constant, so two instances' sequences do not meet in practice.
+    pub fn next_generation(&self) -> u64 {
+        self.generation
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .max(1)
+    }
+
+    fn connect_in_background(self: &Arc<Self>) {
+        if self.connecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let client = self.client.clone();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(100);
+            loop {
+                match client
+                    .get_connection_manager_with_config(config.clone())
+                    .await
+                {
+                    Ok(manager) => {
+                        if let Some(tier) = weak.upgrade() {
+                            *lock(&tier.conn) = Some(manager);
+                            tier.connecting.store(false, Ordering::Release);
+                        }
+                        return;
+                    }
+                    Err(err) => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                        tracing::debug!("shared cache tier: connecting failed: {err}");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(2));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Run one call under `deadline`, through the breaker, counting the outcome.
+    async fn call<T>(
+        self: &Arc<Self>,
+        deadline: Instant,
+        op: impl AsyncFnOnce(ConnectionManager) -> redis::RedisResult<T>,
+    ) -> Result<T, Failure> {
+        let conn = lock(&self.conn).clone();
+        let Some(conn) = conn else {
+            self.connect_in_background();
+            return Err(Failure::Skipped);
+        };
+        if !self.breaker.allow() {
+            return Err(Failure::Skipped);
+        }
+        match tokio::time::timeout_at(deadline.into(), op(conn)).await {
+            Ok(Ok(value)) => {
+                self.breaker.success();
+                Ok(value)
+            }
+            Ok(Err(err)) => {
+                self.breaker.failure();
+                tracing::debug!("shared cache tier: {err}");
+                Err(Failure::Error(err))
+            }
+            Err(_) => {
+                self.breaker.failure();
+                Err(Failure::Timeout)
+            }
+        }
+    }
+
+    /// The index record of `keys`: field -> value. Empty when nothing is stored.
+    pub async fn read_index(
+        self: &Arc<Self>,
+        keys: &Keys,
+        deadline: Instant,
+    ) -> Result<HashMap<Vec<u8>, Vec<u8>>, Failure> {
+        let key = keys.index();
+        self.call(deadline, async move |mut conn| {
+            redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await
+        })
+        .await
+    }
+
+    /// The chunks named, in order (`None` for one that is gone), one GET each in one pipeline:
+    /// no single command on a large reply (see [`record::CHUNK`]).
+    pub async fn read_chunks(
+        self: &Arc<Self>,
+        chunk_keys: Vec<String>,
+        deadline: Instant,
+    ) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+        if chunk_keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let chunks: Vec<Option<Vec<u8>>> = self
+            .call(deadline, async move |mut conn| {
+                let mut pipe = redis::pipe();
+                for key in &chunk_keys {
+                    pipe.cmd("GET").arg(key);
+                }
+                pipe.query_async(&mut conn).await
+            })
+            .await?;
+        let bytes: usize = chunks.iter().flatten().map(Vec::len).sum();
+        SharedStats::add(&self.stats.bytes_read, bytes as u64);
+        Ok(chunks)
+    }
+
+    /// Write one object: its chunks under `record.generation`, then (only when every chunk was
+    /// written) its field in the index record, which lives as long as its longest object.
+    /// `still_wanted` is asked between the two (an invalidation meanwhile: nothing is indexed).
+    /// Errors drop the write and are counted; never retried.
+    pub async fn write(
+        self: &Arc<Self>,
+        keys: Keys,
+        primary: String,
+        field: String,
+        record: Record,
+        body: Bytes,
+        still_wanted: impl FnOnce() -> bool,
+    ) {
+        let ttl_ms = record.expires_ms.saturating_sub(now_ms());
+        if ttl_ms == 0 {
+            return;
+        }
+        // Writes are not on a request's path: a generous deadline, still bounded, so that a
+        // hung server does not pile up tasks.
+        let deadline = Instant::now() + self.settings.deadline.max(Duration::from_millis(500)) * 4;
+        let chunks = record::split(&body);
+        let chunk_keys = keys.chunks(&record);
+        let written = self
+            .call(deadline, async move |mut conn| {
+                let mut pipe = redis::pipe();
+                for (key, chunk) in chunk_keys.iter().zip(chunks.iter()) {
+                    pipe.cmd("SET")
+                        .arg(key)
+                        .arg(chunk.as_ref())
+                        .arg("PX")
+                        .arg(ttl_ms)
+                        .ignore();
+                }
+                pipe.query_async::<()>(&mut conn).await
+            })
+            .await;
+        if let Err(failure) = written {
+            self.write_dropped(&failure);
+            return;
+        }
+        if !still_wanted() {
+            return;
+        }
+        let index = keys.index();
+        let value = record.encode();
+        let indexed = self
+            .call(deadline, async move |mut conn| {
+                // NX then GT: the index key lives as long as its longest-lived field (GT alone
+                // never sets an expiry on a key that has none).
+                redis::pipe()
+                    .cmd("HSET")
+                    .arg(&index)
+                    .arg(&field)
+                    .arg(value.as_ref())
+                    .arg(record::PRIMARY_FIELD)
+                    .arg(&primary)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(&index)
+                    .arg(ttl_ms)
+                    .arg("NX")
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(&index)
+                    .arg(ttl_ms)
+                    .arg("GT")
+                    .ignore()
+                    .query_async::<()>(&mut conn)
+                    .await
+            })
+            .await;
+        match indexed {
+            Ok(()) => {
+                SharedStats::add(&self.stats.writes, 1);
+                SharedStats::add(&self.stats.bytes_written, body.len() as u64);
+            }
+            Err(failure) => self.write_dropped(&failure),
+        }
+    }
+
+    fn write_dropped(&self, failure: &Failure) {
+        SharedStats::add(&self.stats.writes_dropped, 1);
+        tracing::debug!("shared cache tier: a write was dropped: {failure:?}");
+    }
+
+    /// Remove the index record of `keys` (the chunks expire on their own: nothing finds them
+    /// once the index does not name them).
+    pub async fn remove(self: &Arc<Self>, keys: &Keys) -> Result<(), Failure> {
+        let index = keys.index();
+        let deadline = Instant::now() + self.settings.deadline.max(Duration::from_millis(500)) * 4;
+        self.call(deadline, async move |mut conn| {
+            redis::cmd("UNLINK")
+                .arg(&index)
+                .query_async::<()>(&mut conn)
+                .await
+        })
+        .await
+    }
+}
+
+/// Milliseconds since the Unix epoch (the records' expiry times, comparable across instances
+/// whose clocks agree to well under a second, as NTP keeps them).
+pub fn now_ms() -> u64 {
+    ms_of(SystemTime::now())
+}
+
+pub fn ms_of(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
