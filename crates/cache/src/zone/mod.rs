@@ -317,7 +317,7 @@ impl Zone {
         // fence, so it either sees the fence crossed or is removed here.
         self.fences.cross(primary);
         let ids = self.index.remove_primary(primary);
-        self.remove_shared(primary);
+        self.remove_shared(primary).await;
         self.remove_objects(ids).await
     }
 

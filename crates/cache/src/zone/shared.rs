@@ -214,17 +214,18 @@ impl Zone {
         });
     }
 
-    /// Drop `primary` from the shared tier too (a purge or an unsafe method's invalidation).
-    pub(super) fn remove_shared(&self, primary: &str) {
+    /// Drop `primary` from the shared tier too (a purge or an unsafe method's invalidation),
+    /// before the caller answers, within the lookup deadline: a response must not be found
+    /// shared after the purge said it was removed. A failure is logged and counted.
+    pub(super) async fn remove_shared(&self, primary: &str) {
         let Some(shared) = self.shared.clone() else {
             return;
         };
         let keys = Keys::of(&self.settings.name, primary);
-        tokio::spawn(async move {
-            if let Err(failure) = shared.remove(&keys).await {
-                tracing::warn!("shared cache tier: removing a purged key failed: {failure:?}");
-            }
-        });
+        if let Err(failure) = shared.remove(&keys).await {
+            SharedStats::add(&shared.stats().removes_failed, 1);
+            tracing::warn!(zone = %self.settings.name, "shared cache tier: removing a purged key failed: {failure:?}");
+        }
     }
 }
 

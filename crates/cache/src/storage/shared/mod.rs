@@ -104,6 +104,11 @@ impl SharedTier {
         &self.breaker
     }
 
+    /// Whether a connection has been made (it may have failed since: the breaker says that).
+    pub fn connected(&self) -> bool {
+        lock(&self.conn).is_some()
+    }
+
     /// A body generation no other write uses: a per-process random start (RandomState's seed),
     /// stepped by an odd constant, so two instances' sequences do not meet in practice.
     pub fn next_generation(&self) -> u64 {
@@ -306,7 +311,7 @@ impl SharedTier {
     /// once the index does not name them).
     pub async fn remove(self: &Arc<Self>, keys: &Keys) -> Result<(), Failure> {
         let index = keys.index();
-        let deadline = Instant::now() + self.settings.deadline.max(Duration::from_millis(500)) * 4;
+        let deadline = Instant::now() + self.settings.deadline;
         self.call(deadline, async move |mut conn| {
             redis::cmd("UNLINK")
                 .arg(&index)

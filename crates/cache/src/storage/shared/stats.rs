@@ -19,6 +19,8 @@ pub struct SharedStats {
     pub skipped: AtomicU64,
     pub writes: AtomicU64,
     pub writes_dropped: AtomicU64,
+    /// Purges whose removal from the tier failed (the entry may be served until its TTL).
+    pub removes_failed: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     /// Latency histogram of lookups that went to the server: counts per bucket (the last is

@@ -32,9 +32,11 @@ pub const CACHE_SHARED_WRITES_TOTAL: &str = "sluice_cache_shared_writes_total";
 pub const CACHE_SHARED_BYTES_TOTAL: &str = "sluice_cache_shared_bytes_total";
 pub const CACHE_SHARED_BREAKER_OPEN: &str = "sluice_cache_shared_breaker_open";
 pub const CACHE_SHARED_BREAKER_TRIPS_TOTAL: &str = "sluice_cache_shared_breaker_trips_total";
+pub const CACHE_SHARED_CONNECTED: &str = "sluice_cache_shared_connected";
 
 /// The shared tier's metric names (zones with `[caches.NAME.shared]` only).
-pub const CACHE_SHARED_NAMES: [&str; 6] = [
+pub const CACHE_SHARED_NAMES: [&str; 7] = [
+    CACHE_SHARED_CONNECTED,
     CACHE_SHARED_LOOKUPS_TOTAL,
     CACHE_SHARED_LOOKUP_SECONDS,
     CACHE_SHARED_WRITES_TOTAL,
@@ -302,6 +304,7 @@ fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::f
             &[
                 ("written", |s| SharedStats::get(&s.writes)),
                 ("dropped", |s| SharedStats::get(&s.writes_dropped)),
+                ("remove_failed", |s| SharedStats::get(&s.removes_failed)),
             ],
         ),
         (
@@ -336,6 +339,18 @@ fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::f
             let labels = ZoneLabels { zone: zone.clone() };
             ConstGauge::new(i64::from(tier.breaker().is_open()))
                 .encode(family.encode_family(&labels)?)?;
+        }
+    }
+    {
+        let mut family = encoder.encode_descriptor(
+            CACHE_SHARED_CONNECTED,
+            "1 once a connection to the shared tier has been made, else 0 (never blocks start-up).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (zone, tier) in &tiers {
+            let labels = ZoneLabels { zone: zone.clone() };
+            ConstGauge::new(i64::from(tier.connected())).encode(family.encode_family(&labels)?)?;
         }
     }
     {
