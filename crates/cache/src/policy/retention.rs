@@ -40,6 +40,31 @@ pub fn retention(meta: &Meta, settings: &Settings, now: SystemTime) -> Duration 
     left.saturating_add(stale)
 }
 
+/// `meta` as a response that became stale just now (a soft purge): its `Age` raised to its
+/// freshness lifetime under `settings`, so that the stale windows (`stale-while-revalidate`,
+/// `use_stale`) apply from this moment, and nothing else changes. Unchanged when already stale.
+pub fn expire_now(meta: &Meta, settings: &Settings, now: SystemTime) -> Meta {
+    let d = ResponseDirectives::parse(&meta.headers, settings);
+    let lifetime =
+        lifetime_with(&d, meta.status, &meta.headers, meta.response_time, settings).duration;
+    let age = current_age(meta, now);
+    let mut stale = meta.clone();
+    if age < lifetime {
+        // §4.2.3: current_age = corrected_initial_age + resident_time, and an Age field of
+        // at least the initial age plus what is left of the lifetime makes the corrected
+        // initial age that large. §5.1: whole seconds; one more makes it stale for certain.
+        let resident = now
+            .duration_since(meta.response_time)
+            .unwrap_or(Duration::ZERO);
+        let initial = age.saturating_sub(resident);
+        let raised = initial.as_secs() + 1 + (lifetime - age).as_secs() + 1;
+        stale
+            .headers
+            .insert(http::header::AGE, http::HeaderValue::from(raised));
+    }
+    stale
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +106,21 @@ mod tests {
         assert_eq!(retention(&m, &zone, t0), Duration::MAX, "capped by max_ttl");
         let m = meta("s-maxage=60", t0);
         assert_eq!(retention(&m, &zone, t0), secs(60), "§5.2.2.10");
+    }
+
+    #[test]
+    fn expire_now_makes_a_fresh_response_just_stale() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let settings = Settings::default();
+        let m = meta("max-age=60, stale-while-revalidate=30", t0);
+        let now = t0 + Duration::from_secs(10);
+        let stale = expire_now(&m, &settings, now);
+        let age = current_age(&stale, now);
+        assert!(age >= Duration::from_secs(60) && age <= Duration::from_secs(62), "{age:?}");
+        assert_eq!(crate::policy::evaluate(&m, &http::HeaderMap::new(), &settings, now).reuse, crate::policy::Reuse::Fresh);
+        assert!(matches!(
+            crate::policy::evaluate(&stale, &http::HeaderMap::new(), &settings, now).reuse,
+            crate::policy::Reuse::Revalidate { while_revalidate: Some(_), .. }
+        ));
     }
 }

@@ -15,6 +15,7 @@
 mod fence;
 mod fill;
 mod index;
+mod purge;
 mod shared;
 mod stats;
 
@@ -28,6 +29,7 @@ use sluice_core::{Body, ContentCoding};
 pub use fence::Fence;
 pub use fill::FillOutcome;
 pub use index::{Entry, Variant};
+pub use purge::{TAG_HEADERS, tags_of};
 pub use shared::SharedRef;
 pub use stats::{CacheStatus, Stats};
 
@@ -51,6 +53,9 @@ pub struct ZoneSettings {
     pub name: String,
     /// Larger bodies are streamed through, not stored.
     pub max_object_size: u64,
+    /// Send `Surrogate-Key`, `Cache-Tag` and `xkey` on to clients (by default they are
+    /// removed: they are meant for caches).
+    pub keep_tag_headers: bool,
 }
 
 /// One cache zone.
@@ -100,7 +105,7 @@ impl Zone {
         for id in index.orphans().into_iter().chain(dropped) {
             storage.remove(id).await?;
         }
-        Ok(Arc::new(Zone {
+        let zone = Arc::new(Zone {
             settings,
             storage,
             index,
@@ -108,7 +113,9 @@ impl Zone {
             stats: Arc::new(Stats::default()),
             fences: Arc::default(),
             shared,
-        }))
+        });
+        zone.listen_for_purges();
+        Ok(zone)
     }
 
     /// A fresh index and the listener a storage calls when it drops an object on its own.
@@ -288,6 +295,8 @@ impl Zone {
         }
         let blob = meta.encode();
         entry.set_meta(Arc::new(meta), blob.clone());
+        // Revalidated: whatever a soft purge meant, the origin has answered since.
+        entry.set_soft_purged(false);
         if let Err(err) = self.storage.update_meta(entry.id, blob).await {
             tracing::warn!(zone = %self.settings.name, "updating stored headers failed: {err}");
         }
@@ -311,18 +320,34 @@ impl Zone {
         }
     }
 
-    /// Remove every stored response of `primary` (RFC 9111 §4.4, purge). Returns how many.
+    /// Remove every stored response of `primary` (RFC 9111 §4.4, purge), here and, with a
+    /// shared tier, in it and on every instance sharing it. Returns how many were here.
     pub async fn invalidate(&self, primary: &str) -> usize {
+        let removed = self.invalidate_local(primary).await;
+        self.purge_fleet(purge::Purge::Key(primary.to_string()), false)
+            .await;
+        removed
+    }
+
+    /// Remove every stored response whose primary key starts with `prefix`, here and across
+    /// the fleet. Returns how many were here.
+    pub async fn purge_prefix(&self, prefix: &str) -> usize {
+        let removed = self.purge_prefix_local(prefix).await;
+        self.purge_fleet(purge::Purge::Prefix(prefix.to_string()), true)
+            .await;
+        removed
+    }
+
+    /// [`Zone::invalidate`] in this instance's tiers only.
+    async fn invalidate_local(&self, primary: &str) -> usize {
         // Fences first, then the index: a fill commits under the index lock after checking its
         // fence, so it either sees the fence crossed or is removed here.
         self.fences.cross(primary);
         let ids = self.index.remove_primary(primary);
-        self.remove_shared(primary).await;
         self.remove_objects(ids).await
     }
 
-    /// Remove every stored response whose primary key starts with `prefix`. Returns how many.
-    pub async fn purge_prefix(&self, prefix: &str) -> usize {
+    async fn purge_prefix_local(&self, prefix: &str) -> usize {
         self.fences.cross_prefix(prefix);
         let ids = self.index.remove_prefix(prefix);
         self.remove_objects(ids).await

@@ -205,27 +205,18 @@ impl Zone {
         let keys = Keys::of(&self.settings.name, &meta.primary_key);
         let primary = meta.primary_key.clone();
         let index = self.index.clone();
+        let tags = if coding.is_none() {
+            super::tags_of(&meta.headers)
+        } else {
+            Vec::new()
+        };
         tokio::spawn(async move {
             // Removed or replaced meanwhile (a purge): not indexed in the tier either.
             let still_wanted = || index.is_current(&entry);
             shared
-                .write(keys, primary, field, record, body, still_wanted)
+                .write(keys, primary, field, record, body, tags, still_wanted)
                 .await;
         });
-    }
-
-    /// Drop `primary` from the shared tier too (a purge or an unsafe method's invalidation),
-    /// before the caller answers, within the lookup deadline: a response must not be found
-    /// shared after the purge said it was removed. A failure is logged and counted.
-    pub(super) async fn remove_shared(&self, primary: &str) {
-        let Some(shared) = self.shared.clone() else {
-            return;
-        };
-        let keys = Keys::of(&self.settings.name, primary);
-        if let Err(failure) = shared.remove(&keys).await {
-            SharedStats::add(&shared.stats().removes_failed, 1);
-            tracing::warn!(zone = %self.settings.name, "shared cache tier: removing a purged key failed: {failure:?}");
-        }
     }
 }
 

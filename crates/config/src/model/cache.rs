@@ -41,6 +41,9 @@ pub struct CacheZone {
     /// The fleet's shared tier behind memory and disk (`[caches.NAME.shared]`); `None`: this
     /// instance's tiers only.
     pub shared: Option<CacheShared>,
+    /// Send the surrogate-key fields (`Surrogate-Key`, `Cache-Tag`, `xkey`) on to clients.
+    /// Off by default: they are read and stored for `PURGE /cache/ZONE?tag=`, and removed.
+    pub keep_tag_headers: bool,
 }
 
 /// `[caches.NAME.shared]`: a Redis (or Valkey, KeyDB, Dragonfly) server that instances of a
@@ -93,6 +96,7 @@ impl CacheZone {
             store_set_cookie: false,
             heuristic: None,
             shared: None,
+            keep_tag_headers: false,
         }
     }
 }

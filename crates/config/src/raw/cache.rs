@@ -20,6 +20,7 @@ pub(crate) struct RawCacheZone {
     pub store_set_cookie: Option<bool>,
     pub heuristic: Option<Spanned<Scalar>>,
     pub shared: Option<RawCacheShared>,
+    pub keep_tag_headers: Option<bool>,
 }
 
 /// `[caches.NAME.shared]`: the fleet's shared tier (docs/fleet.md).

@@ -92,6 +92,7 @@ fn zone(cx: &mut Cx<'_>, path: &KeyPath, name: &str, raw: &RawCacheZone) -> Cach
         .and_then(|raw| shared::shared(cx, &path.key("shared"), raw));
     CacheZone {
         shared,
+        keep_tag_headers: raw.keep_tag_headers.unwrap_or(d.keep_tag_headers),
         name: name.to_owned(),
         memory,
         max_object_size,

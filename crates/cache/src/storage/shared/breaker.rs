@@ -53,10 +53,11 @@ impl Breaker {
         !self.probing.swap(true, Ordering::AcqRel)
     }
 
-    pub fn success(&self) {
+    /// A call succeeded; true when that closed an open breaker (the tier recovered).
+    pub fn success(&self) -> bool {
         self.failures.store(0, Ordering::Release);
-        self.open_until.store(0, Ordering::Release);
         self.probing.store(false, Ordering::Release);
+        self.open_until.swap(0, Ordering::AcqRel) != 0
     }
 
     pub fn failure(&self) {

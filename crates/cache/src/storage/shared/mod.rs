@@ -14,6 +14,7 @@
 //! The connection is made in the background (never on a request's path), again after a loss.
 
 pub mod breaker;
+pub mod bus;
 pub mod record;
 mod stats;
 
@@ -26,6 +27,7 @@ use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use breaker::Breaker;
+pub use bus::{Purge, PurgeListener};
 pub use record::{Field, Keys, Record};
 pub use stats::{LATENCY_BUCKETS, SharedStats};
 
@@ -61,6 +63,12 @@ pub enum Failure {
 
 /// A zone's connection to its shared tier.
 pub struct SharedTier {
+    zone: String,
+    /// This process's id on the purge channel (its own messages are skipped).
+    instance: u64,
+    listener: Mutex<Option<PurgeListener>>,
+    pending: Mutex<bus::Pending>,
+    has_pending: AtomicBool,
     settings: SharedSettings,
     client: redis::Client,
     conn: Mutex<Option<ConnectionManager>>,
@@ -72,7 +80,7 @@ pub struct SharedTier {
 
 impl SharedTier {
     /// A tier for `settings`; the URL is checked here, the connection is made in the background.
-    pub fn new(settings: SharedSettings) -> Result<Arc<Self>, String> {
+    pub fn new(zone: &str, settings: SharedSettings) -> Result<Arc<Self>, String> {
         let client = redis::Client::open(settings.url.as_str())
             .map_err(|e| format!("shared tier `{}`: {e}", settings.url))?;
         let seed = {
@@ -80,6 +88,11 @@ impl SharedTier {
             RandomState::new().hash_one(now_ms())
         };
         let tier = Arc::new(Self {
+            zone: zone.to_string(),
+            instance: seed.rotate_left(17) ^ u64::from(std::process::id()),
+            listener: Mutex::new(None),
+            pending: Mutex::default(),
+            has_pending: AtomicBool::new(false),
             settings,
             client,
             conn: Mutex::new(None),
@@ -170,7 +183,12 @@ impl SharedTier {
         }
         match tokio::time::timeout_at(deadline.into(), op(conn)).await {
             Ok(Ok(value)) => {
-                self.breaker.success();
+                if self.breaker.success() {
+                    self.recovered();
+                } else if self.has_pending.swap(false, Ordering::AcqRel) {
+                    // Redis answers again (the breaker never opened): send the kept purges.
+                    tokio::spawn(self.clone().replay());
+                }
                 Ok(value)
             }
             Ok(Err(err)) => {
@@ -233,6 +251,7 @@ impl SharedTier {
         field: String,
         record: Record,
         body: Bytes,
+        tags: Vec<String>,
         still_wanted: impl FnOnce() -> bool,
     ) {
         let ttl_ms = record.expires_ms.saturating_sub(now_ms());
@@ -267,12 +286,20 @@ impl SharedTier {
         }
         let index = keys.index();
         let value = record.encode();
+        let zone = self.zone.clone();
         let indexed = self
             .call(deadline, async move |mut conn| {
-                // NX then GT: the index key lives as long as its longest-lived field (GT alone
-                // never sets an expiry on a key that has none).
-                redis::pipe()
-                    .cmd("HSET")
+                // NX then GT: a key lives as long as its longest-lived member (GT alone never
+                // sets an expiry on a key that has none). Tag sets first: a tag purge must find
+                // every key that a reader can find.
+                let mut pipe = redis::pipe();
+                for surrogate in &tags {
+                    let set = Keys::tag_set(&zone, surrogate);
+                    pipe.cmd("SADD").arg(&set).arg(&primary).ignore();
+                    pipe.cmd("PEXPIRE").arg(&set).arg(ttl_ms).arg("NX").ignore();
+                    pipe.cmd("PEXPIRE").arg(&set).arg(ttl_ms).arg("GT").ignore();
+                }
+                pipe.cmd("HSET")
                     .arg(&index)
                     .arg(&field)
                     .arg(value.as_ref())
@@ -307,18 +334,103 @@ impl SharedTier {
         tracing::debug!("shared cache tier: a write was dropped: {failure:?}");
     }
 
-    /// Remove the index record of `keys` (the chunks expire on their own: nothing finds them
-    /// once the index does not name them).
-    pub async fn remove(self: &Arc<Self>, keys: &Keys) -> Result<(), Failure> {
-        let index = keys.index();
-        let deadline = Instant::now() + self.settings.deadline;
-        self.call(deadline, async move |mut conn| {
-            redis::cmd("UNLINK")
-                .arg(&index)
-                .query_async::<()>(&mut conn)
+    /// Remove what `purge` names from the tier: index records (the chunks expire on their own:
+    /// nothing finds them once no index names them). A key is one UNLINK; a tag reads its set;
+    /// a prefix or the whole zone SCANs the zone's index records (an admin call, bounded by
+    /// its deadline; SCAN never blocks the server for long).
+    pub(super) async fn remove_matching(
+        self: &Arc<Self>,
+        purge: &Purge,
+        deadline: Instant,
+    ) -> Result<(), Failure> {
+        let zone = self.zone.clone();
+        match purge {
+            Purge::Key(primary) => {
+                let index = Keys::of(&zone, primary).index();
+                self.call(deadline, async move |mut conn| {
+                    redis::cmd("UNLINK")
+                        .arg(&index)
+                        .query_async::<()>(&mut conn)
+                        .await
+                })
                 .await
-        })
-        .await
+            }
+            Purge::Tag { tag, .. } => {
+                let set = Keys::tag_set(&zone, tag);
+                let primaries: Vec<String> = self
+                    .call(deadline, async |mut conn| {
+                        redis::cmd("SMEMBERS").arg(&set).query_async(&mut conn).await
+                    })
+                    .await?;
+                self.call(deadline, async move |mut conn| {
+                    // One UNLINK per key: they live in different slots.
+                    let mut pipe = redis::pipe();
+                    for primary in &primaries {
+                        pipe.cmd("UNLINK").arg(Keys::of(&zone, primary).index()).ignore();
+                    }
+                    pipe.cmd("UNLINK").arg(&set).ignore();
+                    pipe.query_async::<()>(&mut conn).await
+                })
+                .await
+            }
+            Purge::Prefix(prefix) => self.scan_remove(Some(prefix.clone()), deadline).await,
+            Purge::All => self.scan_remove(None, deadline).await,
+        }
+    }
+
+    async fn scan_remove(
+        self: &Arc<Self>,
+        prefix: Option<String>,
+        deadline: Instant,
+    ) -> Result<(), Failure> {
+        let pattern = Keys::index_pattern(&self.zone);
+        let mut cursor = 0u64;
+        loop {
+            let pattern = pattern.clone();
+            let (next, keys): (u64, Vec<String>) = self
+                .call(deadline, async move |mut conn| {
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut conn)
+                        .await
+                })
+                .await?;
+            if !keys.is_empty() {
+                let prefix = prefix.clone();
+                self.call(deadline, async move |mut conn| {
+                    let doomed: Vec<String> = match &prefix {
+                        None => keys,
+                        Some(prefix) => {
+                            let mut pipe = redis::pipe();
+                            for key in &keys {
+                                pipe.cmd("HGET").arg(key).arg(record::PRIMARY_FIELD);
+                            }
+                            let primaries: Vec<Option<String>> =
+                                pipe.query_async(&mut conn).await?;
+                            keys.into_iter()
+                                .zip(primaries)
+                                .filter(|(_, p)| p.as_ref().is_some_and(|p| p.starts_with(prefix)))
+                                .map(|(k, _)| k)
+                                .collect()
+                        }
+                    };
+                    let mut pipe = redis::pipe();
+                    for key in &doomed {
+                        pipe.cmd("UNLINK").arg(key).ignore();
+                    }
+                    pipe.query_async::<()>(&mut conn).await
+                })
+                .await?;
+            }
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
     }
 }
 

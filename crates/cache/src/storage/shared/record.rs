@@ -7,15 +7,18 @@
 //! and primary key), so in a Redis Cluster they live in one slot and one node answers a lookup:
 //!
 //! ```text
-//! sluice:{T}:i                 HASH, the index record of the primary key:
+//! sluice:{T}:<zone hex>:i       HASH, the index record of the primary key:
 //!     s<vary key>              a source response: Record (meta blob, length, chunks, generation)
 //!     v<coding>:<vary key>     a variant of the source whose generation it names
 //!     k                        the primary key itself (for prefix purges)
-//! sluice:{T}:c:<gen>:<n>       STRING, chunk n of the body written under generation gen
+//! sluice:{T}:<zone hex>:c:<gen>:<n>  STRING, chunk n of the body written under generation gen
+//!
+//! sluice:{U}:<zone hex>:t       SET, the primary keys carrying surrogate key U's tag
 //! ```
 //!
 //! The tag comes first: Redis hashes the first `{...}` of a key, so a zone name with braces in
-//! it cannot move a key to another slot. The zone name is part of the tag's input instead.
+//! it cannot move a key to another slot. The zone name is hex after it (SCAN patterns of a
+//! zone's purge cannot be confused by `*` or `?` in a name).
 //!
 //! A body is written under a fresh generation, chunks first and the index field last, so a
 //! reader never sees an index field whose chunks were not all written; a replaced response's
@@ -42,15 +45,19 @@ pub struct Keys {
 
 impl Keys {
     pub fn of(zone: &str, primary: &str) -> Self {
-        use sha2::{Digest, Sha256};
-        let mut hasher = Sha256::new();
-        hasher.update((zone.len() as u64).to_be_bytes());
-        hasher.update(zone.as_bytes());
-        hasher.update(primary.as_bytes());
-        let digest = hasher.finalize();
         Keys {
-            prefix: format!("sluice:{{{}}}:", hex::encode(&digest[..8])),
+            prefix: format!("sluice:{{{}}}:{}:", tag(zone, b"k", primary), hex::encode(zone)),
         }
+    }
+
+    /// The set of primary keys carrying surrogate key `tag` (its own slot).
+    pub fn tag_set(zone: &str, surrogate: &str) -> String {
+        format!("sluice:{{{}}}:{}:t", tag(zone, b"t", surrogate), hex::encode(zone))
+    }
+
+    /// The SCAN pattern of every index record of `zone`.
+    pub fn index_pattern(zone: &str) -> String {
+        format!("sluice:{{*}}:{}:i", hex::encode(zone))
     }
 
     /// The index record (a hash).
@@ -69,6 +76,17 @@ impl Keys {
             .map(|n| self.chunk(record.generation, n))
             .collect()
     }
+}
+
+/// 16 hex digits of SHA-256 over the zone, a kind and a name: a hash tag.
+fn tag(zone: &str, kind: &[u8], name: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update((zone.len() as u64).to_be_bytes());
+    hasher.update(zone.as_bytes());
+    hasher.update(kind);
+    hasher.update(name.as_bytes());
+    hex::encode(&hasher.finalize()[..8])
 }
 
 /// The field of a source under secondary key `vary`.

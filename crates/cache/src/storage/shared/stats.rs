@@ -21,6 +21,11 @@ pub struct SharedStats {
     pub writes_dropped: AtomicU64,
     /// Purges whose removal from the tier failed (the entry may be served until its TTL).
     pub removes_failed: AtomicU64,
+    /// Purges published to the other instances, and received from them.
+    pub purges_sent: AtomicU64,
+    pub purges_received: AtomicU64,
+    /// Local flushes of the zone after a gap in the purge channel (or a recovered tier).
+    pub gap_flushes: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     /// Latency histogram of lookups that went to the server: counts per bucket (the last is

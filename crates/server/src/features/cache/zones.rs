@@ -97,6 +97,7 @@ fn same_storage(old: &CacheZone, new: &CacheZone) -> bool {
         && old.max_object_size == new.max_object_size
         && old.disk == new.disk
         && old.shared == new.shared
+        && old.keep_tag_headers == new.keep_tag_headers
 }
 
 async fn open(config: &CacheZone) -> std::io::Result<Arc<Zone>> {
@@ -123,11 +124,12 @@ async fn open(config: &CacheZone) -> std::io::Result<Arc<Zone>> {
     let settings = ZoneSettings {
         name: config.name.clone(),
         max_object_size: config.max_object_size,
+        keep_tag_headers: config.keep_tag_headers,
     };
     let shared = match &config.shared {
         None => None,
         Some(shared) => Some(
-            SharedTier::new(SharedSettings {
+            SharedTier::new(&config.name, SharedSettings {
                 url: shared.redis.clone(),
                 deadline: shared.deadline,
                 max_object_size: shared.max_object_size,

@@ -33,10 +33,12 @@ pub const CACHE_SHARED_BYTES_TOTAL: &str = "sluice_cache_shared_bytes_total";
 pub const CACHE_SHARED_BREAKER_OPEN: &str = "sluice_cache_shared_breaker_open";
 pub const CACHE_SHARED_BREAKER_TRIPS_TOTAL: &str = "sluice_cache_shared_breaker_trips_total";
 pub const CACHE_SHARED_CONNECTED: &str = "sluice_cache_shared_connected";
+pub const CACHE_SHARED_PURGES_TOTAL: &str = "sluice_cache_shared_purges_total";
 
 /// The shared tier's metric names (zones with `[caches.NAME.shared]` only).
-pub const CACHE_SHARED_NAMES: [&str; 7] = [
+pub const CACHE_SHARED_NAMES: [&str; 8] = [
     CACHE_SHARED_CONNECTED,
+    CACHE_SHARED_PURGES_TOTAL,
     CACHE_SHARED_LOOKUPS_TOTAL,
     CACHE_SHARED_LOOKUP_SECONDS,
     CACHE_SHARED_WRITES_TOTAL,
@@ -286,7 +288,16 @@ fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::f
         return Ok(());
     }
     type Results = [(&'static str, fn(&SharedStats) -> u64)];
-    let counters: [(&str, &str, &Results); 3] = [
+    let counters: [(&str, &str, &Results); 4] = [
+        (
+            CACHE_SHARED_PURGES_TOTAL,
+            "Purges across the fleet: sent to the others, received from them, and local flushes of the zone after a gap in the purge channel.",
+            &[
+                ("sent", |s| SharedStats::get(&s.purges_sent)),
+                ("received", |s| SharedStats::get(&s.purges_received)),
+                ("gap_flush", |s| SharedStats::get(&s.gap_flushes)),
+            ],
+        ),
         (
             CACHE_SHARED_LOOKUPS_TOTAL,
             "Local misses looked up in the shared tier, by result (skipped: breaker open or not connected).",

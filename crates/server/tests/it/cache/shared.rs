@@ -275,3 +275,140 @@ async fn redis_stopped_killed_and_restarted_under_load_fails_and_delays_nothing(
         "a request took {worst:?} while Redis was down"
     );
 }
+
+const PURGES: &str = "sluice_cache_shared_purges_total";
+
+/// A and B share `/t` (stored by A, served by B from the shared tier, so both hold it).
+async fn shared_by_two(origin: &Origin, redis: &Redis, path: &str) -> (Edge, Edge) {
+    let a = instance(origin, redis).await;
+    let b = instance(origin, redis).await;
+    assert_eq!(a.get(path).await.cache(), "MISS");
+    a.wait_metric(&zone_series(WRITES, &[("result", "written")]), 1.0)
+        .await;
+    let hit = b.get(path).await;
+    assert_eq!(hit.cache(), "HIT");
+    (a, b)
+}
+
+#[tokio::test]
+async fn a_purge_by_tag_on_one_instance_is_a_miss_on_the_other_within_100_ms() {
+    let Some(redis) = Redis::start() else { return };
+    let origin = Origin::start().await;
+    let reply = Reply::ok("tagged")
+        .cache_control("max-age=60")
+        .header("surrogate-key", "product-1 catalog")
+        .header("cache-tag", "cf-1")
+        .header("xkey", "vk-1");
+    origin.set("/t", reply);
+    let (a, b) = shared_by_two(&origin, &redis, "/t").await;
+    // The surrogate-key fields are for caches: never sent on to clients by default.
+    let hit = b.get("/t").await;
+    for name in ["surrogate-key", "cache-tag", "xkey"] {
+        assert_eq!(hit.header(name), None, "{name} reached the client");
+    }
+    let purged = a.admin("PURGE", "/cache/main?tag=catalog").await;
+    assert_eq!(purged.status, 200, "{}", purged.text());
+    let sent = Instant::now();
+    loop {
+        let resp = b.get("/t").await;
+        if resp.cache() == "MISS" {
+            break;
+        }
+        assert_eq!(resp.cache(), "HIT");
+        assert!(sent.elapsed() < FAILURE_BOUND, "B kept serving the purged response");
+    }
+    let took = sent.elapsed();
+    eprintln!("tag purge on A seen by B after {took:?}");
+    assert!(took < Duration::from_millis(100), "B missed only after {took:?}");
+    assert_eq!(origin.requests("/t"), 2);
+    assert_eq!(b.metric(&zone_series(PURGES, &[("result", "received")])).await, 1.0);
+}
+
+#[tokio::test]
+async fn a_soft_purge_by_tag_serves_stale_on_the_other_instance_while_one_refresh_runs() {
+    let Some(redis) = Redis::start() else { return };
+    let origin = Origin::start().await;
+    let reply = Reply::ok("v1")
+        .cache_control("max-age=600, stale-while-revalidate=60")
+        .header("cache-tag", "news");
+    origin.set("/s", reply);
+    let (a, b) = shared_by_two(&origin, &redis, "/s").await;
+    origin.close_gate("/s");
+    let purged = a.admin("PURGE", "/cache/main?tag=news&soft=1").await;
+    assert_eq!(purged.status, 200, "{}", purged.text());
+    // Soft: B keeps serving it, now as stale, while one request refreshes it (held at the
+    // origin's gate until every stale answer below has been counted).
+    let received = zone_series(PURGES, &[("result", "received")]);
+    b.wait_metric(&received, 1.0).await;
+    let first = b.get("/s").await;
+    assert_eq!((first.cache(), first.text()), ("STALE", "v1"));
+    for _ in 0..5 {
+        let resp = b.get("/s").await;
+        assert_eq!((resp.cache(), resp.text()), ("UPDATING", "v1"));
+    }
+    origin.wait_requests("/s", 2).await;
+    origin.set(
+        "/s",
+        Reply::ok("v2").cache_control("max-age=600").header("cache-tag", "news"),
+    );
+    origin.open_gate("/s");
+    let deadline = Instant::now() + FAILURE_BOUND;
+    loop {
+        let resp = b.get("/s").await;
+        if resp.cache() == "HIT" {
+            assert_eq!(resp.text(), "v2");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the refresh never landed");
+        tokio::time::sleep(Duration::from_millis(5)).await; // poll interval
+    }
+    assert_eq!(origin.requests("/s"), 2, "one refresh for the whole soft purge");
+}
+
+/// A purge sent while Redis was stopped reaches the fleet once Redis is back: the instance
+/// that could not send it sends it again, and the one that was cut off flushes what it may
+/// have missed, so neither serves the purged response afterwards.
+#[tokio::test]
+async fn no_instance_serves_a_response_purged_while_redis_was_stopped() {
+    let Some(redis) = Redis::start() else { return };
+    let origin = Origin::start().await;
+    origin.set("/cut", Reply::ok("old").cache_control("max-age=600"));
+    for n in 0..10 {
+        origin.set(&format!("/probe{n}"), Reply::ok("p"));
+    }
+    let (a, b) = shared_by_two(&origin, &redis, "/cut").await;
+    redis.signal(nix::sys::signal::Signal::SIGSTOP);
+    let purged = a.admin("PURGE", "/cache/main?key=http://site.test/cut").await;
+    assert_eq!(purged.status, 200);
+    // Cut off, B cannot know: it serves what it holds (its lookups of other keys fail and
+    // open its breaker).
+    for n in 0..3 {
+        assert_eq!(b.get(&format!("/probe{n}")).await.status, 200);
+    }
+    b.wait_metric(&zone_series(BREAKER_OPEN, &[]), 1.0).await;
+    redis.signal(nix::sys::signal::Signal::SIGCONT);
+    // A's next lookups reach Redis again: the kept purge is sent.
+    let sent = zone_series(PURGES, &[("result", "sent")]);
+    let deadline = Instant::now() + FAILURE_BOUND;
+    let mut n = 3;
+    while a.metric(&sent).await < 1.0 {
+        assert!(Instant::now() < deadline, "A never sent the kept purge");
+        assert_eq!(a.get(&format!("/probe{}", n % 10)).await.status, 200);
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await; // poll interval
+    }
+    // B flushes once its breaker closes (or its subscription comes back).
+    let flushed = zone_series(PURGES, &[("result", "gap_flush")]);
+    let deadline = Instant::now() + FAILURE_BOUND;
+    while b.metric(&flushed).await < 1.0 {
+        assert!(Instant::now() < deadline, "B never flushed after the gap");
+        assert_eq!(b.get(&format!("/probe{}", n % 10)).await.status, 200);
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await; // poll interval
+    }
+    origin.set("/cut", Reply::ok("new").cache_control("max-age=600"));
+    for edge in [&a, &b] {
+        let resp = edge.get("/cut").await;
+        assert_eq!(resp.text(), "new", "{}", resp.cache());
+    }
+}
