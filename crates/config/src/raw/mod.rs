@@ -148,6 +148,10 @@ pub(crate) struct RawRateLimit {
     pub per: Option<Spanned<Scalar>>,
     pub burst: Option<Spanned<Scalar>>,
     pub key: Option<Spanned<String>>,
+    pub shared: Option<Spanned<String>>,
+    pub on_error: Option<Spanned<String>>,
+    pub fleet_size: Option<Spanned<Scalar>>,
+    pub deadline: Option<Spanned<Scalar>>,
 }
 
 /// `compress = { ... }` of a route; `{}` turns compression on with the defaults.

@@ -7,7 +7,7 @@
 //! the server simply creates no storage for it.
 
 mod route;
-mod shared;
+pub(super) mod shared;
 mod words;
 
 use std::collections::BTreeMap;

@@ -9,6 +9,7 @@ mod cache;
 mod compress;
 mod decompress;
 mod docs_paths;
+mod fleet;
 mod h2spec;
 mod hostile;
 mod http2;

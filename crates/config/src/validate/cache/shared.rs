@@ -46,7 +46,7 @@ pub(super) fn shared(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCacheShared) -> O
     })
 }
 
-fn url(cx: &mut Cx<'_>, path: &KeyPath, value: &toml::Spanned<String>) -> Option<String> {
+pub(in crate::validate) fn url(cx: &mut Cx<'_>, path: &KeyPath, value: &toml::Spanned<String>) -> Option<String> {
     let written = value.get_ref().trim();
     let problem = if let Some(rest) = written.strip_prefix("redis://") {
         let authority = rest.split(['/', '?']).next().unwrap_or_default();

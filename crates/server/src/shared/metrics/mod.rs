@@ -80,11 +80,12 @@ pub const DECOMPRESS_REQUESTS_TOTAL: &str = "sluice_decompress_requests_total";
 pub const DECOMPRESS_BYTES_IN_TOTAL: &str = "sluice_decompress_bytes_in_total";
 pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total";
 pub const RATE_LIMITED_TOTAL: &str = "sluice_rate_limited_total";
+pub const RATE_LIMIT_FALLBACKS_TOTAL: &str = "sluice_rate_limit_fallbacks_total";
 pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 35] = [
+pub const ALL_NAMES: [&str; 36] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -111,6 +112,7 @@ pub const ALL_NAMES: [&str; 35] = [
     DECOMPRESS_BYTES_IN_TOTAL,
     DECOMPRESS_BYTES_OUT_TOTAL,
     RATE_LIMITED_TOTAL,
+    RATE_LIMIT_FALLBACKS_TOTAL,
     TUNNELS_OPEN,
     TUNNELS_TOTAL,
     limits::CONNECTION_LIMIT_REACHED_TOTAL,
@@ -162,6 +164,7 @@ pub struct Metrics {
     decompress_bytes_in: Family<RouteLabels, Counter>,
     decompress_bytes_out: Family<RouteLabels, Counter>,
     rate_limited: Family<RouteLabels, Counter>,
+    rate_limit_fallbacks: Family<RouteLabels, Counter>,
     tunnels_open: Family<RouteLabels, Gauge>,
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
@@ -302,6 +305,11 @@ impl Metrics {
             RATE_LIMITED_TOTAL,
             "Requests refused with 429 by a route's rate limit",
         );
+        let rate_limit_fallbacks = register(
+            r,
+            RATE_LIMIT_FALLBACKS_TOTAL,
+            "Checks of a shared rate limit decided by on_error because Redis failed or was late",
+        );
         let tunnels_open = register(
             r,
             TUNNELS_OPEN,
@@ -356,6 +364,7 @@ impl Metrics {
             decompress_bytes_in,
             decompress_bytes_out,
             rate_limited,
+            rate_limit_fallbacks,
             tunnels_open,
             tunnels,
             limits,
@@ -442,6 +451,13 @@ impl Metrics {
     /// a `rate_limit`.
     pub fn rate_limited(&self, route: &str) -> Counter {
         self.rate_limited.get_or_create_owned(&RouteLabels {
+            route: route.to_owned(),
+        })
+    }
+
+    /// The counter of a shared rate limit's checks decided by its `on_error`.
+    pub fn rate_limit_fallbacks(&self, route: &str) -> Counter {
+        self.rate_limit_fallbacks.get_or_create_owned(&RouteLabels {
             route: route.to_owned(),
         })
     }

@@ -4,87 +4,17 @@
 //! with the codings made once fleet-wide; a stopped, killed and restarted Redis never fails a
 //! request nor delays it past the lookup deadline.
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Edge, FAILURE_BOUND, Origin, Reply, Setup, names, zone_series};
+use crate::fleet::Redis;
 
 const LOOKUPS: &str = "sluice_cache_shared_lookups_total";
 const WRITES: &str = "sluice_cache_shared_writes_total";
 const CONNECTED: &str = "sluice_cache_shared_connected";
 const BREAKER_OPEN: &str = "sluice_cache_shared_breaker_open";
-
-/// A redis-server of its own on a free loopback port, killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Redis {
-    fn start() -> Option<Redis> {
-        sluice_testkit::external::require("redis-server", "apt-get install redis-server")?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Self::spawn(port, &dir);
-        Some(Redis { child, port, dir })
-    }
-
-    fn spawn(port: u16, dir: &tempfile::TempDir) -> Child {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_listening(SocketAddr::from(([127, 0, 0, 1], port)));
-        child
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, signal).unwrap();
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn restart(&mut self) {
-        self.kill();
-        self.child = Self::spawn(self.port, &self.dir);
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Poll until something accepts on `addr` (bounded; a readiness check, not a sleep).
-fn wait_listening(addr: SocketAddr) {
-    let deadline = Instant::now() + FAILURE_BOUND;
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "redis-server never listened on {addr}");
-        std::thread::sleep(Duration::from_millis(5)); // poll interval
-    }
-}
 
 /// An instance of the fleet: zone `main` with the shared tier at `redis`, compression on.
 async fn instance(origin: &Origin, redis: &Redis) -> Edge {
