@@ -11,10 +11,11 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress, RawCompressLevels, RawConfig, RawDecompress,
-    RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawProxy, RawRateLimit,
-    RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
-    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
+    RawAdmin, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress, RawCompressLevels,
+    RawConfig, RawDecompress, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog,
+    RawProxy, RawRateLimit, RawRedirect, RawRespond, RawRetry, RawRoute, RawRouteCache, RawServer,
+    RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts,
+    RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.

@@ -116,11 +116,20 @@ mod tests {
         let now = t0 + Duration::from_secs(10);
         let stale = expire_now(&m, &settings, now);
         let age = current_age(&stale, now);
-        assert!(age >= Duration::from_secs(60) && age <= Duration::from_secs(62), "{age:?}");
-        assert_eq!(crate::policy::evaluate(&m, &http::HeaderMap::new(), &settings, now).reuse, crate::policy::Reuse::Fresh);
+        assert!(
+            age >= Duration::from_secs(60) && age <= Duration::from_secs(62),
+            "{age:?}"
+        );
+        assert_eq!(
+            crate::policy::evaluate(&m, &http::HeaderMap::new(), &settings, now).reuse,
+            crate::policy::Reuse::Fresh
+        );
         assert!(matches!(
             crate::policy::evaluate(&stale, &http::HeaderMap::new(), &settings, now).reuse,
-            crate::policy::Reuse::Revalidate { while_revalidate: Some(_), .. }
+            crate::policy::Reuse::Revalidate {
+                while_revalidate: Some(_),
+                ..
+            }
         ));
     }
 }

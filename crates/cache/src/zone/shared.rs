@@ -110,7 +110,12 @@ impl Zone {
         for old in replaced {
             let _ = self.storage.remove(old).await;
         }
-        let Some(entry) = self.index.entries(&primary).into_iter().find(|e| e.id == id) else {
+        let Some(entry) = self
+            .index
+            .entries(&primary)
+            .into_iter()
+            .find(|e| e.id == id)
+        else {
             return;
         };
         entry.set_shared(SharedRef {
@@ -198,7 +203,10 @@ impl Zone {
                     chunks: record::chunks_for(body.len() as u64) as u32,
                     meta: blob,
                 };
-                (record::variant_field(meta.vary_key.as_str(), coding), record)
+                (
+                    record::variant_field(meta.vary_key.as_str(), coding),
+                    record,
+                )
             }
             (None, None) => return,
         };
@@ -313,10 +321,7 @@ async fn fetch(
 }
 
 /// The body of `record` from the next of `chunks`, if every one is there and they add up.
-fn assemble(
-    chunks: &mut impl Iterator<Item = Option<Vec<u8>>>,
-    record: &Record,
-) -> Option<Bytes> {
+fn assemble(chunks: &mut impl Iterator<Item = Option<Vec<u8>>>, record: &Record) -> Option<Bytes> {
     let mut body = BytesMut::with_capacity(usize::try_from(record.body_len).ok()?);
     let mut complete = true;
     for _ in 0..record.chunks {

@@ -104,14 +104,24 @@ fn shared(
                     None => r#"write "local", "allow" or "deny""#.to_owned(),
                 };
                 let message = format!("unknown `on_error` `{other}`");
-                cx.r.error(&path.key("on_error"), Some(value.span()), message, Some(hint));
+                cx.r.error(
+                    &path.key("on_error"),
+                    Some(value.span()),
+                    message,
+                    Some(hint),
+                );
                 None
             }
         },
     };
     let fleet_size = match &raw.fleet_size {
         None => NonZeroU32::MIN,
-        Some(value) => positive(cx, &path.key("fleet_size"), value, "the instances sharing the limit, e.g. fleet_size = 3")?,
+        Some(value) => positive(
+            cx,
+            &path.key("fleet_size"),
+            value,
+            "the instances sharing the limit, e.g. fleet_size = 3",
+        )?,
     };
     let deadline = cx.duration(
         &path.key("deadline"),

@@ -64,9 +64,10 @@ impl Breaker {
         let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
         let probe_failed = self.probing.swap(false, Ordering::AcqRel);
         if failures >= TRIP_AFTER || probe_failed {
-            let was = self
-                .open_until
-                .swap(self.now_ms() + OPEN_FOR.as_millis() as u64, Ordering::AcqRel);
+            let was = self.open_until.swap(
+                self.now_ms() + OPEN_FOR.as_millis() as u64,
+                Ordering::AcqRel,
+            );
             if was == 0 {
                 self.trips.fetch_add(1, Ordering::Relaxed);
             }
@@ -115,7 +116,10 @@ mod tests {
         assert!(breaker.allow(), "the probe");
         assert!(!breaker.allow(), "only one probe at a time");
         breaker.failure();
-        assert!(breaker.is_open() && !breaker.allow(), "a failed probe reopens");
+        assert!(
+            breaker.is_open() && !breaker.allow(),
+            "a failed probe reopens"
+        );
         breaker.open_until.store(1, Ordering::Release);
         assert!(breaker.allow());
         breaker.success();

@@ -359,14 +359,19 @@ impl SharedTier {
                 let set = Keys::tag_set(&zone, tag);
                 let primaries: Vec<String> = self
                     .call(deadline, async |mut conn| {
-                        redis::cmd("SMEMBERS").arg(&set).query_async(&mut conn).await
+                        redis::cmd("SMEMBERS")
+                            .arg(&set)
+                            .query_async(&mut conn)
+                            .await
                     })
                     .await?;
                 self.call(deadline, async move |mut conn| {
                     // One UNLINK per key: they live in different slots.
                     let mut pipe = redis::pipe();
                     for primary in &primaries {
-                        pipe.cmd("UNLINK").arg(Keys::of(&zone, primary).index()).ignore();
+                        pipe.cmd("UNLINK")
+                            .arg(Keys::of(&zone, primary).index())
+                            .ignore();
                     }
                     pipe.cmd("UNLINK").arg(&set).ignore();
                     pipe.query_async::<()>(&mut conn).await

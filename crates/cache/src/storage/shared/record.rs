@@ -46,13 +46,21 @@ pub struct Keys {
 impl Keys {
     pub fn of(zone: &str, primary: &str) -> Self {
         Keys {
-            prefix: format!("sluice:{{{}}}:{}:", tag(zone, b"k", primary), hex::encode(zone)),
+            prefix: format!(
+                "sluice:{{{}}}:{}:",
+                tag(zone, b"k", primary),
+                hex::encode(zone)
+            ),
         }
     }
 
     /// The set of primary keys carrying surrogate key `tag` (its own slot).
     pub fn tag_set(zone: &str, surrogate: &str) -> String {
-        format!("sluice:{{{}}}:{}:t", tag(zone, b"t", surrogate), hex::encode(zone))
+        format!(
+            "sluice:{{{}}}:{}:t",
+            tag(zone, b"t", surrogate),
+            hex::encode(zone)
+        )
     }
 
     /// The SCAN pattern of every index record of `zone`.

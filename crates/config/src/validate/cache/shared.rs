@@ -46,7 +46,11 @@ pub(super) fn shared(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCacheShared) -> O
     })
 }
 
-pub(in crate::validate) fn url(cx: &mut Cx<'_>, path: &KeyPath, value: &toml::Spanned<String>) -> Option<String> {
+pub(in crate::validate) fn url(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    value: &toml::Spanned<String>,
+) -> Option<String> {
     let written = value.get_ref().trim();
     let problem = if let Some(rest) = written.strip_prefix("redis://") {
         let authority = rest.split(['/', '?']).next().unwrap_or_default();
@@ -67,7 +71,9 @@ pub(in crate::validate) fn url(cx: &mut Cx<'_>, path: &KeyPath, value: &toml::Sp
     } else if written.starts_with("rediss://") {
         Some((
             "TLS to the shared tier (rediss://) is not supported yet",
-            Some("reach Redis on a private network or through a local TLS tunnel (stunnel, spiped), as redis://"),
+            Some(
+                "reach Redis on a private network or through a local TLS tunnel (stunnel, spiped), as redis://",
+            ),
         ))
     } else {
         Some((

@@ -17,7 +17,10 @@ enum Target {
     Key(String),
     Prefix(String),
     /// A surrogate key (`Surrogate-Key`, `Cache-Tag`, `xkey`); `soft`: mark stale.
-    Tag { tag: String, soft: bool },
+    Tag {
+        tag: String,
+        soft: bool,
+    },
 }
 
 /// Answer one purge request: status and a line of text.

@@ -129,12 +129,15 @@ async fn open(config: &CacheZone) -> std::io::Result<Arc<Zone>> {
     let shared = match &config.shared {
         None => None,
         Some(shared) => Some(
-            SharedTier::new(&config.name, SharedSettings {
-                url: shared.redis.clone(),
-                deadline: shared.deadline,
-                max_object_size: shared.max_object_size,
-                max_ttl: shared.max_ttl,
-            })
+            SharedTier::new(
+                &config.name,
+                SharedSettings {
+                    url: shared.redis.clone(),
+                    deadline: shared.deadline,
+                    max_object_size: shared.max_object_size,
+                    max_ttl: shared.max_ttl,
+                },
+            )
             .map_err(std::io::Error::other)?,
         ),
     };

@@ -78,7 +78,12 @@ impl RouteRateLimit {
 
     /// A route's limiter, fleet-wide when the config says `shared` (`fallbacks` counts the
     /// checks `on_error` decided).
-    pub fn for_route(config: &RateLimit, route: &str, limited: Counter, fallbacks: Counter) -> Self {
+    pub fn for_route(
+        config: &RateLimit,
+        route: &str,
+        limited: Counter,
+        fallbacks: Counter,
+    ) -> Self {
         let mut limiter = Self::new(config, limited.clone());
         let Some(fleet) = &config.shared else {
             return limiter;

@@ -66,11 +66,16 @@ impl Shared {
             Ok(client) => client,
             Err(err) => {
                 // `sluice check` validated the URL; what it cannot see is reported here.
-                tracing::error!("shared rate limit `{}`: {err}; on_error decides every request", config.redis);
+                tracing::error!(
+                    "shared rate limit `{}`: {err}; on_error decides every request",
+                    config.redis
+                );
                 return None;
             }
         };
-        let interval_us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX).max(1);
+        let interval_us = u64::try_from(interval.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
         let shared = Arc::new(Self {
             client,
             conn: Mutex::new(None),
@@ -99,7 +104,10 @@ impl Shared {
         tokio::spawn(async move {
             let mut pause = Duration::from_millis(100);
             loop {
-                match client.get_connection_manager_with_config(config.clone()).await {
+                match client
+                    .get_connection_manager_with_config(config.clone())
+                    .await
+                {
                     Ok(manager) => {
                         if let Some(shared) = weak.upgrade() {
                             *shared.conn.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -121,7 +129,11 @@ impl Shared {
 
     /// One token from the fleet's bucket `key`, within the deadline.
     pub async fn take(self: &Arc<Self>, key: &str) -> Verdict {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let Some(mut conn) = conn else {
             self.connect_in_background();
             return Verdict::Failed;

@@ -373,7 +373,10 @@ fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::f
         )?;
         for (zone, tier) in &tiers {
             let labels = ZoneLabels { zone: zone.clone() };
-            let trips = tier.breaker().trips.load(std::sync::atomic::Ordering::Relaxed);
+            let trips = tier
+                .breaker()
+                .trips
+                .load(std::sync::atomic::Ordering::Relaxed);
             ConstCounter::new(trips).encode(family.encode_family(&labels)?)?;
         }
     }

@@ -18,7 +18,10 @@ const BREAKER_OPEN: &str = "sluice_cache_shared_breaker_open";
 
 /// An instance of the fleet: zone `main` with the shared tier at `redis`, compression on.
 async fn instance(origin: &Origin, redis: &Redis) -> Edge {
-    let zone = format!("[caches.main.shared]\nredis = \"{}\"\ndeadline = \"20ms\"", redis.url());
+    let zone = format!(
+        "[caches.main.shared]\nredis = \"{}\"\ndeadline = \"20ms\"",
+        redis.url()
+    );
     let edge = Edge::start(
         origin,
         Setup {
@@ -59,7 +62,11 @@ async fn a_miss_on_one_instance_is_a_hit_on_the_other_with_its_codings_made_once
     let Some(redis) = Redis::start() else { return };
     let origin = Origin::start().await;
     let json = json();
-    assert!(json.len() > 64 * 1024, "more than one chunk: {}", json.len());
+    assert!(
+        json.len() > 64 * 1024,
+        "more than one chunk: {}",
+        json.len()
+    );
     let reply = Reply::ok(json.clone()).header("content-type", "application/json");
     origin.set("/data.json", reply.cache_control("max-age=60"));
     let a = instance(&origin, &redis).await;
@@ -68,7 +75,9 @@ async fn a_miss_on_one_instance_is_a_hit_on_the_other_with_its_codings_made_once
     let first = a.get("/data.json").await;
     assert_eq!((first.status, first.cache()), (200, "MISS"));
     for coding in ["br", "zstd"] {
-        let resp = a.get_with("/data.json", &[("accept-encoding", coding)]).await;
+        let resp = a
+            .get_with("/data.json", &[("accept-encoding", coding)])
+            .await;
         assert_eq!(resp.cache(), "HIT", "{coding} on A");
         assert_eq!(decode(coding, &resp.body), json, "{coding} on A");
     }
@@ -79,9 +88,15 @@ async fn a_miss_on_one_instance_is_a_hit_on_the_other_with_its_codings_made_once
     let hit = b.get("/data.json").await;
     assert_eq!((hit.status, hit.cache()), (200, "HIT"), "{:?}", hit.headers);
     assert_eq!(hit.body, json);
-    assert_eq!(origin.requests("/data.json"), 1, "the origin was asked once");
+    assert_eq!(
+        origin.requests("/data.json"),
+        1,
+        "the origin was asked once"
+    );
     for coding in ["br", "zstd"] {
-        let resp = b.get_with("/data.json", &[("accept-encoding", coding)]).await;
+        let resp = b
+            .get_with("/data.json", &[("accept-encoding", coding)])
+            .await;
         assert_eq!(resp.cache(), "HIT", "{coding} on B");
         assert_eq!(resp.header("content-encoding"), Some(coding));
         assert_eq!(decode(coding, &resp.body), json, "{coding} on B");
@@ -93,7 +108,10 @@ async fn a_miss_on_one_instance_is_a_hit_on_the_other_with_its_codings_made_once
         let total = a.metric(&made).await + b.metric(&made).await;
         assert_eq!(total, 1.0, "{coding} made {total} times in the fleet");
     }
-    assert_eq!(b.metric(&zone_series(LOOKUPS, &[("result", "hit")])).await, 1.0);
+    assert_eq!(
+        b.metric(&zone_series(LOOKUPS, &[("result", "hit")])).await,
+        1.0
+    );
 }
 
 #[tokio::test]
@@ -111,7 +129,10 @@ async fn an_unsafe_method_or_purge_on_one_instance_removes_the_response_from_the
     let c = instance(&origin, &redis).await;
     assert_eq!(c.get("/p").await.cache(), "MISS");
     assert_eq!(origin.requests("/p"), 2);
-    assert_eq!(c.metric(&zone_series(LOOKUPS, &[("result", "miss")])).await, 1.0);
+    assert_eq!(
+        c.metric(&zone_series(LOOKUPS, &[("result", "miss")])).await,
+        1.0
+    );
 }
 
 /// Redis stopped (SIGSTOP), then killed, then restarted, while two instances serve: every
@@ -119,10 +140,15 @@ async fn an_unsafe_method_or_purge_on_one_instance_removes_the_response_from_the
 /// and closes again; shared hits return after the restart.
 #[tokio::test]
 async fn redis_stopped_killed_and_restarted_under_load_fails_and_delays_nothing() {
-    let Some(mut redis) = Redis::start() else { return };
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
     let origin = Origin::start().await;
     for n in 0..50 {
-        origin.set(&format!("/k{n}"), Reply::ok(format!("body {n}")).cache_control("max-age=60"));
+        origin.set(
+            &format!("/k{n}"),
+            Reply::ok(format!("body {n}")).cache_control("max-age=60"),
+        );
     }
     origin.set("/after", Reply::ok("after").cache_control("max-age=60"));
     let a = Arc::new(instance(&origin, &redis).await);
@@ -147,9 +173,7 @@ async fn redis_stopped_killed_and_restarted_under_load_fails_and_delays_nothing(
                         // while it is down.
                         let path = format!("/k{}", n % 50);
                         let started = Instant::now();
-                        let resp = edge
-                            .get_with(&path, &[("cache-control", "no-store")])
-                            .await;
+                        let resp = edge.get_with(&path, &[("cache-control", "no-store")]).await;
                         worst = worst.max(started.elapsed());
                         assert_eq!(resp.status, 200, "{path}: {:?}", resp.headers);
                         done += 1;
@@ -168,9 +192,14 @@ async fn redis_stopped_killed_and_restarted_under_load_fails_and_delays_nothing(
     a.wait_metric(&open, 1.0).await;
     b.wait_metric(&open, 1.0).await;
     redis.kill();
-    let errors_before = a.metric(&zone_series(LOOKUPS, &[("result", "skipped")])).await;
-    a.wait_metric(&zone_series(LOOKUPS, &[("result", "skipped")]), errors_before + 20.0)
+    let errors_before = a
+        .metric(&zone_series(LOOKUPS, &[("result", "skipped")]))
         .await;
+    a.wait_metric(
+        &zone_series(LOOKUPS, &[("result", "skipped")]),
+        errors_before + 20.0,
+    )
+    .await;
     redis.restart();
     // Closed again on both, once a probe succeeded.
     for edge in [&a, &b] {
@@ -245,13 +274,23 @@ async fn a_purge_by_tag_on_one_instance_is_a_miss_on_the_other_within_100_ms() {
             break;
         }
         assert_eq!(resp.cache(), "HIT");
-        assert!(sent.elapsed() < FAILURE_BOUND, "B kept serving the purged response");
+        assert!(
+            sent.elapsed() < FAILURE_BOUND,
+            "B kept serving the purged response"
+        );
     }
     let took = sent.elapsed();
     eprintln!("tag purge on A seen by B after {took:?}");
-    assert!(took < Duration::from_millis(100), "B missed only after {took:?}");
+    assert!(
+        took < Duration::from_millis(100),
+        "B missed only after {took:?}"
+    );
     assert_eq!(origin.requests("/t"), 2);
-    assert_eq!(b.metric(&zone_series(PURGES, &[("result", "received")])).await, 1.0);
+    assert_eq!(
+        b.metric(&zone_series(PURGES, &[("result", "received")]))
+            .await,
+        1.0
+    );
 }
 
 #[tokio::test]
@@ -279,7 +318,9 @@ async fn a_soft_purge_by_tag_serves_stale_on_the_other_instance_while_one_refres
     origin.wait_requests("/s", 2).await;
     origin.set(
         "/s",
-        Reply::ok("v2").cache_control("max-age=600").header("cache-tag", "news"),
+        Reply::ok("v2")
+            .cache_control("max-age=600")
+            .header("cache-tag", "news"),
     );
     origin.open_gate("/s");
     let deadline = Instant::now() + FAILURE_BOUND;
@@ -292,7 +333,11 @@ async fn a_soft_purge_by_tag_serves_stale_on_the_other_instance_while_one_refres
         assert!(Instant::now() < deadline, "the refresh never landed");
         tokio::time::sleep(Duration::from_millis(5)).await; // poll interval
     }
-    assert_eq!(origin.requests("/s"), 2, "one refresh for the whole soft purge");
+    assert_eq!(
+        origin.requests("/s"),
+        2,
+        "one refresh for the whole soft purge"
+    );
 }
 
 /// A purge sent while Redis was stopped reaches the fleet once Redis is back: the instance
@@ -308,7 +353,9 @@ async fn no_instance_serves_a_response_purged_while_redis_was_stopped() {
     }
     let (a, b) = shared_by_two(&origin, &redis, "/cut").await;
     redis.signal(nix::sys::signal::Signal::SIGSTOP);
-    let purged = a.admin("PURGE", "/cache/main?key=http://site.test/cut").await;
+    let purged = a
+        .admin("PURGE", "/cache/main?key=http://site.test/cut")
+        .await;
     assert_eq!(purged.status, 200);
     // Cut off, B cannot know: it serves what it holds (its lookups of other keys fail and
     // open its breaker).

@@ -75,8 +75,10 @@ impl Drop for Redis {
 fn wait_listening(addr: SocketAddr) {
     let deadline = Instant::now() + FAILURE_BOUND;
     while std::net::TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "redis-server never listened on {addr}");
+        assert!(
+            Instant::now() < deadline,
+            "redis-server never listened on {addr}"
+        );
         std::thread::sleep(Duration::from_millis(5)); // poll interval
     }
 }
-

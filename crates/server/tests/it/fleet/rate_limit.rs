@@ -96,7 +96,9 @@ async fn hammer(servers: &[Arc<TestServer>], clients: usize, for_: Duration) -> 
 
 #[tokio::test]
 async fn three_instances_enforce_one_limit_and_fall_back_as_configured_without_redis() {
-    let Some(mut redis) = Redis::start() else { return };
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
     let origin = start_origin(None).await;
     let url = redis.url();
     let mut fleet = Vec::new();
@@ -112,12 +114,27 @@ async fn three_instances_enforce_one_limit_and_fall_back_as_configured_without_r
     let took = started.elapsed().as_secs_f64();
     // GCRA's budget over `took`: the burst, then 10 per second; at most one burst more.
     let budget = 5.0 + 10.0 * took;
-    eprintln!("shared limit: {allowed} allowed, {refused} refused in {took:.2}s (budget {budget:.0} + one burst of 5)");
-    assert!((allowed as f64) <= budget + 5.0, "{allowed} allowed, budget {budget}");
-    assert!((allowed as f64) >= 10.0 * took * 0.9, "only {allowed} allowed in {took}s");
-    assert!(refused > allowed, "the three instances did hammer: {refused} refused");
+    eprintln!(
+        "shared limit: {allowed} allowed, {refused} refused in {took:.2}s (budget {budget:.0} + one burst of 5)"
+    );
+    assert!(
+        (allowed as f64) <= budget + 5.0,
+        "{allowed} allowed, budget {budget}"
+    );
+    assert!(
+        (allowed as f64) >= 10.0 * took * 0.9,
+        "only {allowed} allowed in {took}s"
+    );
+    assert!(
+        refused > allowed,
+        "the three instances did hammer: {refused} refused"
+    );
     for (server, before) in fleet.iter().zip(before) {
-        assert_eq!(fallbacks(server).await, before, "Redis decided every request");
+        assert_eq!(
+            fallbacks(server).await,
+            before,
+            "Redis decided every request"
+        );
     }
 
     // Redis down: each instance falls back to its share, 10/3 r/s and a burst of 1.
@@ -127,8 +144,14 @@ async fn three_instances_enforce_one_limit_and_fall_back_as_configured_without_r
     let took = started.elapsed().as_secs_f64();
     let share = 1.0 + 10.0 / 3.0 * took;
     eprintln!("local fallback: {allowed} allowed in {took:.2}s (share {share:.1})");
-    assert!((allowed as f64) <= share + 1.0, "{allowed} allowed, share {share}");
-    assert!((allowed as f64) >= share * 0.7, "{allowed} allowed, share {share}");
+    assert!(
+        (allowed as f64) <= share + 1.0,
+        "{allowed} allowed, share {share}"
+    );
+    assert!(
+        (allowed as f64) >= share * 0.7,
+        "{allowed} allowed, share {share}"
+    );
     assert!(fallbacks(&fleet[0]).await > 0.0);
 
     // `allow` and `deny` against the same down Redis.
