@@ -20,7 +20,7 @@ use crate::lock::lock;
 use crate::meta::Meta;
 use crate::storage::ObjectId;
 use crate::storage::shared::{
-    Failure, Field, Keys, Record, SharedStats, SharedTier, ms_of, now_ms, record,
+    Failure, Field, Keys, Record, SharedStats, SharedTier, Write, ms_of, now_ms, record,
 };
 use crate::vary::{AcceptEncodingKey, VaryRule, vary_key};
 
@@ -222,7 +222,17 @@ impl Zone {
             // Removed or replaced meanwhile (a purge): not indexed in the tier either.
             let still_wanted = || index.is_current(&entry);
             shared
-                .write(keys, primary, field, record, body, tags, still_wanted)
+                .write(
+                    Write {
+                        keys,
+                        primary,
+                        field,
+                        record,
+                        body,
+                        tags,
+                    },
+                    still_wanted,
+                )
                 .await;
         });
     }

@@ -105,6 +105,7 @@ pub(crate) struct RawTlsTable {
     pub key: Option<Spanned<String>>,
     #[serde(default)]
     pub sni: Vec<RawSni>,
+    pub session_ticket_keys: Option<Spanned<String>>,
 }
 
 /// `[[listeners.tls.sni]]`

@@ -52,6 +52,18 @@ impl SharedSettings {
     pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 }
 
+/// One object to write ([`SharedTier::write`]).
+pub struct Write {
+    pub keys: Keys,
+    pub primary: String,
+    /// Its field in the index record ([`record::source_field`], [`record::variant_field`]).
+    pub field: String,
+    pub record: Record,
+    pub body: Bytes,
+    /// Surrogate keys of a source, for tag purges.
+    pub tags: Vec<String>,
+}
+
 /// Why a call to the tier gave nothing.
 #[derive(Debug)]
 pub enum Failure {
@@ -244,16 +256,15 @@ impl SharedTier {
     /// written) its field in the index record, which lives as long as its longest object.
     /// `still_wanted` is asked between the two (an invalidation meanwhile: nothing is indexed).
     /// Errors drop the write and are counted; never retried.
-    pub async fn write(
-        self: &Arc<Self>,
-        keys: Keys,
-        primary: String,
-        field: String,
-        record: Record,
-        body: Bytes,
-        tags: Vec<String>,
-        still_wanted: impl FnOnce() -> bool,
-    ) {
+    pub async fn write(self: &Arc<Self>, write: Write, still_wanted: impl FnOnce() -> bool) {
+        let Write {
+            keys,
+            primary,
+            field,
+            record,
+            body,
+            tags,
+        } = write;
         let ttl_ms = record.expires_ms.saturating_sub(now_ms());
         if ttl_ms == 0 {
             return;
