@@ -266,7 +266,6 @@ impl Collector for CacheCollector {
             };
             ConstCounter::new(usage.evictions).encode(family.encode_family(&labels)?)?;
         }
-        drop(family);
         encode_shared(&zones, &mut encoder)
     }
 }
