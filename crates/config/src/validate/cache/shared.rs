@@ -1,7 +1,7 @@
 //! `[caches.NAME.shared]`: the URL of the shared tier and its limits. The URL is checked for
 //! what can be known without connecting (`sluice check` never opens a socket): a scheme sluice
 //! speaks, a host or socket path. `rediss://` (TLS) is refused for now: the `redis` crate's
-//! TLS would bring a second crypto provider into the binary (docs/fleet.md).
+//! TLS feature is not enabled nor tested yet (docs/fleet.md).
 
 use super::Cx;
 use super::positive_size;
