@@ -13,7 +13,8 @@
 //!   as it arrives.
 //! - [`storage`]: where bytes live: the [`storage::Storage`] trait, the memory tier, the disk tier.
 //!
-//! This crate knows no sockets, no config file format and no server: `sluice` (crates/server)
+//! This crate knows no sockets (but the Redis client of [`storage::shared`], a fleet's shared
+//! tier), no config file format and no server: `sluice` (crates/server)
 //! converts a route's `cache` option into the settings here and calls it from the pipeline.
 
 pub mod key;

@@ -18,6 +18,7 @@
 
 mod cert;
 mod demo;
+mod fleet_notes;
 mod origin;
 mod precompress;
 mod quick;

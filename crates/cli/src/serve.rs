@@ -21,6 +21,9 @@ pub fn check(path: &Path) -> ExitCode {
                 config.routes.len(),
                 config.upstreams.len()
             );
+            for note in crate::fleet_notes::notes(&config) {
+                println!("  {note}");
+            }
             ExitCode::SUCCESS
         }
         Err(diagnostics) => {

@@ -11,11 +11,12 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheZone, RawCompress, RawCompressLevels, RawConfig,
-    RawDecompress, RawDictionaryLevels, RawDictionaryTable, RawForwardAuth, RawHeaderEdits,
-    RawHealthCheck, RawKeepalive, RawListener, RawLog, RawNot, RawProxy, RawRateLimit, RawRedirect,
-    RawRespond, RawResponseHeaders, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable,
-    RawSni, RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
+    RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress,
+    RawCompressLevels, RawConfig, RawDecompress, RawDictionaryLevels, RawDictionaryTable,
+    RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawNot,
+    RawProxy, RawRateLimit, RawRedirect, RawRespond, RawResponseHeaders, RawRetry, RawRoute,
+    RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
+    RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -74,6 +75,7 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("upstreams"), K(_), K("tls")] => fields_of::<RawUpstreamTls>(),
         [K("caches"), K(_)] => fields_of::<RawCacheZone>(),
         [K("caches"), K(_), K("disk")] => fields_of::<RawCacheDisk>(),
+        [K("caches"), K(_), K("shared")] => fields_of::<RawCacheShared>(),
         [K("admin")] => fields_of::<RawAdmin>(),
         _ => None,
     }
@@ -283,6 +285,7 @@ mod tests {
             upstream.key("health_check"),
             root.key("caches").key("api"),
             root.key("caches").key("api").key("disk"),
+            root.key("caches").key("api").key("shared"),
             root.key("admin"),
         ]
     }

@@ -18,6 +18,8 @@ use sluice_config::*;
 mod cache;
 #[path = "typed/compress.rs"]
 mod compress;
+#[path = "typed/fleet.rs"]
+mod fleet;
 #[path = "typed/paths.rs"]
 mod paths;
 #[path = "typed/proxy.rs"]

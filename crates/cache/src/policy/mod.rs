@@ -36,6 +36,7 @@ mod directives;
 mod evaluate;
 mod freshness;
 mod invalidate;
+mod retention;
 mod storable;
 mod structured;
 
@@ -50,6 +51,7 @@ pub use freshness::{
     Lifetime, LifetimeSource, age_value, current_age, freshness_lifetime, lifetime_of,
 };
 pub use invalidate::invalidation;
+pub use retention::{expire_now, retention};
 pub use storable::{NotStorable, headers_to_store, storable, strip_not_served};
 
 /// sluice's own targeted field (RFC 9213 §2): directives for this cache alone, stripped before

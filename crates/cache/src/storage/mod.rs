@@ -1,7 +1,8 @@
 //! Where cached objects live. A [`Storage`] keeps opaque objects: a small `meta` blob (encoded by
 //! [`crate::meta`]; the storage never looks inside) and a body, under an [`ObjectId`]. Policy,
-//! keys and variants are the zone's business, not the storage's, so another tier (a shared Redis
-//! tier, later) plugs in by implementing this trait alone.
+//! keys and variants are the zone's business, not the storage's, so another tier plugs in by
+//! implementing this trait alone. The shared tier of a fleet ([`shared`]) is not one: it has an
+//! index of its own, which the zone consults on a local miss.
 //!
 //! Tiers: [`memory`] (a byte budget with an eviction policy suited to a cache), [`disk`] (a
 //! directory of files that survives restarts), [`tiered`] (memory in front of disk).
@@ -13,6 +14,7 @@ mod body_len;
 pub mod disk;
 mod id_hash;
 pub mod memory;
+pub mod shared;
 #[cfg(test)]
 mod test_util;
 pub mod tiered;

@@ -42,8 +42,9 @@ pub enum FillOutcome {
 
 /// What a fill stores.
 pub(super) enum Target {
-    /// A source response; not committed once the fence is crossed.
-    Source(Fence),
+    /// A source response; not committed once the fence is crossed. Kept this long in the
+    /// shared tier.
+    Source(Fence, std::time::Duration),
     /// A variant of a stored entry, in a coding.
     Variant(Arc<Entry>, ContentCoding),
 }
@@ -87,6 +88,14 @@ async fn run(
         publisher.detach();
     }
     let mut len = 0u64;
+    // What the shared tier gets once the object is committed here (pieces, no copy), while
+    // it stays within the tier's max object size.
+    let shared_max = zone.shared().map(|s| s.settings().max_object_size);
+    let mut copy: Option<Vec<Bytes>> = match (shared_max, expected) {
+        (Some(max), Some(len)) if len > max => None,
+        (Some(_), _) => Some(Vec::new()),
+        (None, _) => None,
+    };
     loop {
         // Detached, the fill goes at the slowest reader's pace, but not forever: a reader that
         // has not taken the window in STALLED is cut off and the others go on.
@@ -114,6 +123,13 @@ async fn run(
             }
         };
         len += data.len() as u64;
+        if let Some(pieces) = copy.as_mut() {
+            if shared_max.is_some_and(|max| len > max) || writer.is_none() {
+                copy = None;
+            } else {
+                pieces.push(data.clone());
+            }
+        }
         if len > FANOUT_LIMIT && !detached {
             // Still storing, but no longer holding the whole body for readers that may join
             // late: they go upstream, and the readers here keep only what they have not read.
@@ -144,8 +160,11 @@ async fn run(
             let meta = Arc::new(meta);
             let blob = meta.encode();
             match writer.finish(blob.clone()).await {
-                Ok(()) if zone.commit(id, meta, blob, len, &target) => {
+                Ok(()) if zone.commit(id, meta.clone(), blob.clone(), len, &target) => {
                     Stats::add(&zone.stats.stored, 1);
+                    if let Some(pieces) = copy {
+                        share(zone, id, &meta, blob, pieces, &target);
+                    }
                     FillOutcome::Stored
                 }
                 // Its key was purged or invalidated since the request went upstream (what
@@ -165,6 +184,40 @@ async fn run(
     drop(target);
     publisher.done();
     outcome
+}
+
+/// Hand a committed object to the shared tier (a background write).
+fn share(
+    zone: &Arc<Zone>,
+    id: ObjectId,
+    meta: &Meta,
+    blob: Bytes,
+    pieces: Vec<Bytes>,
+    target: &Target,
+) {
+    let body = match pieces.len() {
+        1 => pieces.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut whole = bytes::BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+            for piece in pieces {
+                whole.extend_from_slice(&piece);
+            }
+            whole.freeze()
+        }
+    };
+    match target {
+        Target::Source(_, retain) => {
+            let entry = zone
+                .index
+                .entries(&meta.primary_key)
+                .into_iter()
+                .find(|e| e.id == id);
+            zone.write_shared(entry, None, meta, blob, body, Some(*retain));
+        }
+        Target::Variant(entry, coding) => {
+            zone.write_shared(Some(entry.clone()), Some(*coding), meta, blob, body, None);
+        }
+    }
 }
 
 async fn open_writer(

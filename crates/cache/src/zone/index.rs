@@ -29,6 +29,11 @@ pub struct Entry {
     pub body_len: u64,
     state: Mutex<EntryState>,
     refreshing: AtomicBool,
+    /// Where the source is in the zone's shared tier, if there is one and it is there.
+    pub(super) shared: Mutex<Option<super::shared::SharedRef>>,
+    /// Soft-purged: to be treated as stale (served within its stale windows while one
+    /// request refreshes it) until it is replaced or revalidated.
+    soft_purged: AtomicBool,
 }
 
 struct EntryState {
@@ -65,6 +70,8 @@ impl Entry {
                 variants: Vec::new(),
             }),
             refreshing: AtomicBool::new(false),
+            shared: Mutex::new(None),
+            soft_purged: AtomicBool::new(false),
         }
     }
 
@@ -106,6 +113,15 @@ impl Entry {
             variant.meta = meta;
             variant.blob = blob;
         }
+    }
+
+    /// Whether a soft purge marked this entry stale (see [`super::Zone::purge_tag`]).
+    pub fn soft_purged(&self) -> bool {
+        self.soft_purged.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_soft_purged(&self, on: bool) {
+        self.soft_purged.store(on, Ordering::Release);
     }
 
     /// Claim the background refresh of this entry; false if another request holds it.
@@ -175,6 +191,16 @@ impl Index {
             .get(primary)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// Every stored response (tag purges look at each one's headers).
+    pub(super) fn all_entries(&self) -> Vec<Arc<Entry>> {
+        lock(&self.inner)
+            .primaries
+            .values()
+            .flatten()
+            .cloned()
+            .collect()
     }
 
     pub(super) fn len(&self) -> usize {

@@ -15,6 +15,8 @@
 mod fence;
 mod fill;
 mod index;
+mod purge;
+mod shared;
 mod stats;
 
 use std::io;
@@ -27,10 +29,13 @@ use sluice_core::{Body, ContentCoding};
 pub use fence::Fence;
 pub use fill::FillOutcome;
 pub use index::{Entry, Variant};
+pub use purge::{TAG_HEADERS, tags_of};
+pub use shared::SharedRef;
 pub use stats::{CacheStatus, Stats};
 
 use crate::lock::{Flights, Join, Publisher};
 use crate::meta::Meta;
+use crate::storage::shared::SharedTier;
 use crate::storage::{ObjectId, Storage, StoredBody};
 use crate::vary::AcceptEncodingKey;
 use fence::Fences;
@@ -48,6 +53,9 @@ pub struct ZoneSettings {
     pub name: String,
     /// Larger bodies are streamed through, not stored.
     pub max_object_size: u64,
+    /// Send `Surrogate-Key`, `Cache-Tag` and `xkey` on to clients (by default they are
+    /// removed: they are meant for caches).
+    pub keep_tag_headers: bool,
 }
 
 /// One cache zone.
@@ -60,6 +68,8 @@ pub struct Zone {
     /// Per key: a fill whose request went upstream before its key was invalidated commits
     /// nothing (see [`fence`]).
     fences: Arc<Fences>,
+    /// The fleet's shared tier behind the local ones, if configured.
+    shared: Option<Arc<SharedTier>>,
 }
 
 impl Zone {
@@ -70,6 +80,16 @@ impl Zone {
         settings: ZoneSettings,
         storage: Arc<dyn Storage>,
         index: Arc<Index>,
+    ) -> io::Result<Arc<Zone>> {
+        Self::open_shared(settings, storage, index, None).await
+    }
+
+    /// [`Zone::open`], with a shared tier behind the local ones (`[caches.NAME.shared]`).
+    pub async fn open_shared(
+        settings: ZoneSettings,
+        storage: Arc<dyn Storage>,
+        index: Arc<Index>,
+        shared: Option<Arc<SharedTier>>,
     ) -> io::Result<Arc<Zone>> {
         let listed = storage.list().await?;
         let mut dropped = Vec::new();
@@ -85,14 +105,17 @@ impl Zone {
         for id in index.orphans().into_iter().chain(dropped) {
             storage.remove(id).await?;
         }
-        Ok(Arc::new(Zone {
+        let zone = Arc::new(Zone {
             settings,
             storage,
             index,
             flights: Flights::new(),
             stats: Arc::new(Stats::default()),
             fences: Arc::default(),
-        }))
+            shared,
+        });
+        zone.listen_for_purges();
+        Ok(zone)
     }
 
     /// A fresh index and the listener a storage calls when it drops an object on its own.
@@ -216,6 +239,24 @@ impl Zone {
         body: Body,
         fence: Fence,
     ) {
+        let retain = crate::policy::retention(
+            &meta,
+            &crate::policy::Settings::default(),
+            std::time::SystemTime::now(),
+        );
+        self.store_source_retained(publisher, meta, body, fence, retain);
+    }
+
+    /// [`Zone::store_source`], kept in the shared tier (if any) for `retain`
+    /// ([`crate::policy::retention`] under the route's settings).
+    pub fn store_source_retained(
+        self: &Arc<Self>,
+        publisher: Publisher<ObjectId, Head>,
+        meta: Meta,
+        body: Body,
+        fence: Fence,
+        retain: std::time::Duration,
+    ) {
         let id = Self::source_id(&meta.primary_key, meta.vary_key.as_str());
         fill::spawn(
             self.clone(),
@@ -223,7 +264,7 @@ impl Zone {
             id,
             meta,
             body,
-            fill::Target::Source(fence),
+            fill::Target::Source(fence, retain),
         );
     }
 
@@ -254,6 +295,8 @@ impl Zone {
         }
         let blob = meta.encode();
         entry.set_meta(Arc::new(meta), blob.clone());
+        // Revalidated: whatever a soft purge meant, the origin has answered since.
+        entry.set_soft_purged(false);
         if let Err(err) = self.storage.update_meta(entry.id, blob).await {
             tracing::warn!(zone = %self.settings.name, "updating stored headers failed: {err}");
         }
@@ -277,8 +320,26 @@ impl Zone {
         }
     }
 
-    /// Remove every stored response of `primary` (RFC 9111 §4.4, purge). Returns how many.
+    /// Remove every stored response of `primary` (RFC 9111 §4.4, purge), here and, with a
+    /// shared tier, in it and on every instance sharing it. Returns how many were here.
     pub async fn invalidate(&self, primary: &str) -> usize {
+        let removed = self.invalidate_local(primary).await;
+        self.purge_fleet(purge::Purge::Key(primary.to_string()), false)
+            .await;
+        removed
+    }
+
+    /// Remove every stored response whose primary key starts with `prefix`, here and across
+    /// the fleet. Returns how many were here.
+    pub async fn purge_prefix(&self, prefix: &str) -> usize {
+        let removed = self.purge_prefix_local(prefix).await;
+        self.purge_fleet(purge::Purge::Prefix(prefix.to_string()), true)
+            .await;
+        removed
+    }
+
+    /// [`Zone::invalidate`] in this instance's tiers only.
+    async fn invalidate_local(&self, primary: &str) -> usize {
         // Fences first, then the index: a fill commits under the index lock after checking its
         // fence, so it either sees the fence crossed or is removed here.
         self.fences.cross(primary);
@@ -286,8 +347,7 @@ impl Zone {
         self.remove_objects(ids).await
     }
 
-    /// Remove every stored response whose primary key starts with `prefix`. Returns how many.
-    pub async fn purge_prefix(&self, prefix: &str) -> usize {
+    async fn purge_prefix_local(&self, prefix: &str) -> usize {
         self.fences.cross_prefix(prefix);
         let ids = self.index.remove_prefix(prefix);
         self.remove_objects(ids).await
@@ -325,7 +385,7 @@ impl Zone {
         target: &fill::Target,
     ) -> bool {
         match target {
-            fill::Target::Source(fence) => {
+            fill::Target::Source(fence, _) => {
                 let Some(replaced) = self
                     .index
                     .insert_source(id, meta, blob, body_len, || !fence.crossed())

@@ -37,6 +37,7 @@ async fn memory_zone() -> Arc<Zone> {
     let settings = ZoneSettings {
         name: "t".into(),
         max_object_size: 1 << 20,
+        keep_tag_headers: false,
     };
     Zone::open(settings, Arc::new(storage), index)
         .await
@@ -54,6 +55,7 @@ async fn disk_zone(dir: &std::path::Path) -> Arc<Zone> {
     let settings = ZoneSettings {
         name: "t".into(),
         max_object_size: 1 << 20,
+        keep_tag_headers: false,
     };
     Zone::open(settings, Arc::new(storage), index)
         .await

@@ -104,6 +104,33 @@ fn check_reports_every_mistake_with_line_and_column() {
     );
 }
 
+/// `sluice check` on the fleet example: valid without connecting to Redis, and it says what
+/// each shared setting does when Redis is down (docs/fleet.md).
+#[test]
+fn check_says_what_each_shared_setting_does_when_redis_is_down() {
+    let fleet = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/fleet/sluice.toml"
+    );
+    let out = sluice().arg("check").arg(fleet).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("cache zone `api`: shared tier redis://127.0.0.1:6379")
+            && stdout.contains("lookups are local misses"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("route `api`: rate limit shared")
+            && stdout.contains("allows its share, 100 per 1s / fleet_size 2"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn check_accepts_the_reference_config() {
     let reference = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sluice.toml");

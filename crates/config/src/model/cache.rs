@@ -38,6 +38,35 @@ pub struct CacheZone {
     /// lifetime: 10% of the time since the modification, at most this long. `None`: off (the
     /// default), such responses are stale at once unless the route's `valid` gives a lifetime.
     pub heuristic: Option<Duration>,
+    /// The fleet's shared tier behind memory and disk (`[caches.NAME.shared]`); `None`: this
+    /// instance's tiers only.
+    pub shared: Option<CacheShared>,
+    /// Send the surrogate-key fields (`Surrogate-Key`, `Cache-Tag`, `xkey`) on to clients.
+    /// Off by default: they are read and stored for `PURGE /cache/ZONE?tag=`, and removed.
+    pub keep_tag_headers: bool,
+}
+
+/// `[caches.NAME.shared]`: a Redis (or Valkey, KeyDB, Dragonfly) server that instances of a
+/// fleet share, so what one stored another serves. docs/fleet.md says what is kept there and
+/// what happens when it is down (every lookup is a miss, never an error or a delay past
+/// `deadline`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheShared {
+    /// `redis://[user:password@]host[:port][/db]` or `redis+unix:///path/to/socket`.
+    pub redis: String,
+    /// The most a lookup may take before it counts as a miss. Default 20 ms.
+    pub deadline: Duration,
+    /// Larger responses stay in this instance's tiers. Default 1 MiB.
+    pub max_object_size: u64,
+    /// The longest a response is kept there, whatever its freshness and stale windows say.
+    /// Default one day.
+    pub max_ttl: Duration,
+}
+
+impl CacheShared {
+    pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(20);
+    pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 1024 * 1024;
+    pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 }
 
 impl CacheZone {
@@ -66,6 +95,8 @@ impl CacheZone {
             use_stale: Vec::new(),
             store_set_cookie: false,
             heuristic: None,
+            shared: None,
+            keep_tag_headers: false,
         }
     }
 }

@@ -23,6 +23,10 @@ pub struct Listener {
     /// Peers whose `X-Forwarded-For`, `-Proto` and `-Host` are believed (the listener's own
     /// `trusted_proxies`, or else `[server]`'s); from any other peer they are replaced.
     pub trusted_proxies: TrustedProxies,
+    /// `tls.session_ticket_keys`: a file of ticket keys shared by a fleet (docs/fleet.md), so a
+    /// client moved to another instance resumes its session; read at start-up and on every
+    /// reload. `None`: random keys of this process, rotated every 6 hours.
+    pub session_ticket_keys: Option<PathBuf>,
 }
 
 /// `trusted_proxies = ["10.0.0.0/8", "192.0.2.7"]`: the addresses (CIDR blocks) of proxies in
@@ -54,6 +58,7 @@ impl Listener {
             limits: ListenerLimits::default(),
             proxy_protocol: false,
             trusted_proxies: TrustedProxies::default(),
+            session_ticket_keys: None,
         }
     }
 }

@@ -24,6 +24,46 @@ pub struct RateLimit {
     pub burst: NonZeroU32,
     /// Whose bucket a request takes its token from.
     pub key: RateLimitKey,
+    /// One limit for a whole fleet, kept in Redis (`shared = "redis://..."`); `None`: this
+    /// instance's own buckets.
+    pub shared: Option<SharedRateLimit>,
+}
+
+/// `shared`, `on_error`, `fleet_size` and `deadline` of a `rate_limit`: the same GCRA, run
+/// atomically in Redis (one script call per request), so N instances enforce one limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedRateLimit {
+    /// `redis://host:port/db` or `redis+unix:///path`.
+    pub redis: String,
+    /// What a request gets when Redis fails or is slower than `deadline`.
+    pub on_error: OnError,
+    /// Instances sharing the limit: with `on_error = "local"` each allows `requests /
+    /// fleet_size` (and that share of the burst, at least 1) on its own. Default 1.
+    pub fleet_size: NonZeroU32,
+    /// The most a check may take before `on_error` decides. Default 20 ms.
+    pub deadline: Duration,
+}
+
+/// `on_error` of a shared rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// This instance's own limiter at its share of the rate (the default).
+    #[default]
+    Local,
+    /// Let every request through.
+    Allow,
+    /// Refuse every request (429).
+    Deny,
+}
+
+impl OnError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Local => "local",
+            OnError::Allow => "allow",
+            OnError::Deny => "deny",
+        }
+    }
 }
 
 impl RateLimit {
@@ -34,6 +74,7 @@ impl RateLimit {
             per,
             burst: requests,
             key: RateLimitKey::ClientIp,
+            shared: None,
         }
     }
 

@@ -19,6 +19,18 @@ pub(crate) struct RawCacheZone {
     pub use_stale: Option<Spanned<OneOrMany>>,
     pub store_set_cookie: Option<bool>,
     pub heuristic: Option<Spanned<Scalar>>,
+    pub shared: Option<RawCacheShared>,
+    pub keep_tag_headers: Option<bool>,
+}
+
+/// `[caches.NAME.shared]`: the fleet's shared tier (docs/fleet.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a table like { redis = \"redis://127.0.0.1:6379\" }")]
+pub(crate) struct RawCacheShared {
+    pub redis: Option<Spanned<String>>,
+    pub deadline: Option<Spanned<Scalar>>,
+    pub max_object_size: Option<Spanned<Scalar>>,
+    pub max_ttl: Option<Spanned<Scalar>>,
 }
 
 /// `disk = { path = "...", size = "10GiB" }` of a cache zone.

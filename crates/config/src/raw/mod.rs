@@ -19,7 +19,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub(crate) use access::{RawBasicAuth, RawForwardAuth, RawNot};
-pub(crate) use cache::{RawCacheDisk, RawCacheZone, RawRouteCache};
+pub(crate) use cache::{RawCacheDisk, RawCacheShared, RawCacheZone, RawRouteCache};
 pub(crate) use shapes::{BoolOrList, Entries, OneOrMany, RawTls, RawUpstreamServer, Scalar};
 pub(crate) use upstream::{
     RawHealthCheck, RawKeepalive, RawRetry, RawServerTable, RawUpstream, RawUpstreamTimeouts,
@@ -107,6 +107,7 @@ pub(crate) struct RawTlsTable {
     pub key: Option<Spanned<String>>,
     #[serde(default)]
     pub sni: Vec<RawSni>,
+    pub session_ticket_keys: Option<Spanned<String>>,
 }
 
 /// `[[listeners.tls.sni]]`
@@ -232,6 +233,10 @@ pub(crate) struct RawRateLimit {
     pub per: Option<Spanned<Scalar>>,
     pub burst: Option<Spanned<Scalar>>,
     pub key: Option<Spanned<String>>,
+    pub shared: Option<Spanned<String>>,
+    pub on_error: Option<Spanned<String>>,
+    pub fleet_size: Option<Spanned<Scalar>>,
+    pub deadline: Option<Spanned<Scalar>>,
 }
 
 /// `compress = { ... }` of a route; `{}` turns compression on with the defaults.

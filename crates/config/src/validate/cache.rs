@@ -7,6 +7,7 @@
 //! the server simply creates no storage for it.
 
 mod route;
+pub(super) mod shared;
 mod words;
 
 use std::collections::BTreeMap;
@@ -85,7 +86,13 @@ fn zone(cx: &mut Cx<'_>, path: &KeyPath, name: &str, raw: &RawCacheZone) -> Cach
         .heuristic
         .as_ref()
         .and_then(|value| heuristic(cx, &path.key("heuristic"), value));
+    let shared = raw
+        .shared
+        .as_ref()
+        .and_then(|raw| shared::shared(cx, &path.key("shared"), raw));
     CacheZone {
+        shared,
+        keep_tag_headers: raw.keep_tag_headers.unwrap_or(d.keep_tag_headers),
         name: name.to_owned(),
         memory,
         max_object_size,

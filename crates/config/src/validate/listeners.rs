@@ -37,6 +37,7 @@ pub(super) fn listeners(
         let protocols = protocols(cx, &path, raw);
         let limits = limits(cx, &path, raw);
         let tls = super::tls::tls(cx, &path.key("tls"), raw.tls.as_ref());
+        let session_ticket_keys = super::tls::ticket_keys(cx, &path.key("tls"), raw.tls.as_ref());
         let proxy_protocol = proxy_protocol(cx, &path, raw);
         let trusted_proxies = raw
             .trusted_proxies
@@ -53,6 +54,7 @@ pub(super) fn listeners(
                 limits,
                 proxy_protocol,
                 trusted_proxies,
+                session_ticket_keys,
             });
         }
         identities.push(Identity { name, raw, address });

@@ -9,7 +9,7 @@ use http::HeaderName;
 use toml::Spanned;
 
 use super::Cx;
-use crate::model::{RateLimit, RateLimitKey};
+use crate::model::{OnError, RateLimit, RateLimitKey, SharedRateLimit};
 use crate::path::KeyPath;
 use crate::raw::RawRateLimit;
 use crate::schema::closest;
@@ -48,7 +48,24 @@ pub(super) fn rate_limit(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRateLimit) ->
         Some(value) => key(cx, &path.key("key"), value),
         None => Some(RateLimitKey::ClientIp),
     };
-    let (requests, per, burst, key) = (requests?, per?, burst?, key?);
+    let shared = match &raw.shared {
+        Some(url) => shared(cx, path, raw, url).map(Some),
+        None => {
+            for (name, present) in [
+                ("on_error", raw.on_error.is_some()),
+                ("fleet_size", raw.fleet_size.is_some()),
+                ("deadline", raw.deadline.is_some()),
+            ] {
+                if present {
+                    let message = format!("`{name}` applies to a shared limit only");
+                    let hint = r#"add shared = "redis://HOST:6379", or remove it"#;
+                    cx.r.error(&path.key(name), None, message, Some(hint.into()));
+                }
+            }
+            Some(None)
+        }
+    };
+    let (requests, per, burst, key, shared) = (requests?, per?, burst?, key?, shared?);
     if per.as_nanos() < u128::from(requests.get()) {
         let message = format!(
             "{} requests per {per:?} is more than one per nanosecond",
@@ -62,7 +79,61 @@ pub(super) fn rate_limit(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawRateLimit) ->
     Some(RateLimit {
         burst: burst.unwrap_or(requests),
         key,
+        shared,
         ..RateLimit::new(requests, per)
+    })
+}
+
+/// `shared`, `on_error`, `fleet_size`, `deadline`.
+fn shared(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    raw: &RawRateLimit,
+    url: &Spanned<String>,
+) -> Option<SharedRateLimit> {
+    let redis = super::cache::shared::url(cx, &path.key("shared"), url);
+    let on_error = match &raw.on_error {
+        None => Some(OnError::default()),
+        Some(value) => match value.get_ref().trim() {
+            "local" => Some(OnError::Local),
+            "allow" => Some(OnError::Allow),
+            "deny" => Some(OnError::Deny),
+            other => {
+                let hint = match closest(other, ["local", "allow", "deny"]) {
+                    Some(best) => format!(r#"did you mean "{best}"?"#),
+                    None => r#"write "local", "allow" or "deny""#.to_owned(),
+                };
+                let message = format!("unknown `on_error` `{other}`");
+                cx.r.error(
+                    &path.key("on_error"),
+                    Some(value.span()),
+                    message,
+                    Some(hint),
+                );
+                None
+            }
+        },
+    };
+    let fleet_size = match &raw.fleet_size {
+        None => NonZeroU32::MIN,
+        Some(value) => positive(
+            cx,
+            &path.key("fleet_size"),
+            value,
+            "the instances sharing the limit, e.g. fleet_size = 3",
+        )?,
+    };
+    let deadline = cx.duration(
+        &path.key("deadline"),
+        raw.deadline.as_ref(),
+        std::time::Duration::from_millis(20),
+        false,
+    );
+    Some(SharedRateLimit {
+        redis: redis?,
+        on_error: on_error?,
+        fleet_size,
+        deadline,
     })
 }
 

@@ -41,6 +41,25 @@ pub(super) fn tls(cx: &mut Cx<'_>, path: &KeyPath, raw: Option<&Spanned<RawTls>>
     }
 }
 
+/// `session_ticket_keys = "file"` of a `tls` table: an existing file (its keys are read and
+/// checked by the server, which owns the crypto, at start-up and on reload).
+pub(super) fn ticket_keys(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    raw: Option<&Spanned<RawTls>>,
+) -> Option<std::path::PathBuf> {
+    let RawTls::Table(table) = raw?.get_ref() else {
+        return None;
+    };
+    let file = table.session_ticket_keys.as_ref()?;
+    cx.existing(
+        &path.key("session_ticket_keys"),
+        file,
+        "session ticket key file",
+        Kind::File,
+    )
+}
+
 fn tls_table(cx: &mut Cx<'_>, path: &KeyPath, t: &RawTlsTable) -> Option<Tls> {
     let self_signed = t.self_signed.as_ref().is_some_and(|v| *v.get_ref());
     if self_signed {

@@ -46,6 +46,7 @@ fn rate_limit_maps_to_typed_values_and_defaults() {
             per: Duration::from_secs(1),
             burst: n(10),
             key: RateLimitKey::ClientIp,
+            shared: None,
         }
     );
     assert_eq!(defaults.interval(), Duration::from_millis(100));
@@ -57,6 +58,7 @@ fn rate_limit_maps_to_typed_values_and_defaults() {
             per: Duration::from_secs(60),
             burst: n(5),
             key: RateLimitKey::Header(HeaderName::from_static("x-api-key")),
+            shared: None,
         }
     );
     assert_eq!(full.interval(), Duration::from_millis(600));

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod preface;
 pub mod proxy_protocol;
 pub mod sendfile;
+pub mod tickets;
 pub mod tls;
 pub mod workers;
 mod write_through;

@@ -94,8 +94,9 @@ const SESSION_CACHE_ENTRIES: usize = 20_000;
 /// a listener was authenticated with that listener's certificates.
 #[derive(Clone)]
 pub struct Resumption {
-    /// The listener settings this state was made for.
+    /// The listener settings this state was made for, and the ticket key file's text.
     made_for: Tls,
+    keys_text: Option<String>,
     ticketer: Arc<dyn ProducesTickets>,
     cache: Arc<dyn StoresServerSessions>,
 }
@@ -103,17 +104,41 @@ pub struct Resumption {
 impl Resumption {
     /// `previous` if it was made for the same TLS settings, a fresh state otherwise.
     pub fn keep_or_new(previous: Option<&Resumption>, tls: &Tls) -> Result<Self, TlsError> {
+        Self::keep_or_new_with(previous, tls, None)
+    }
+
+    /// [`Resumption::keep_or_new`], with ticket keys from `ticket_keys` when given (a fleet's
+    /// shared file, [`crate::net::tickets`]): read now, so a reload picks up rotated keys.
+    pub fn keep_or_new_with(
+        previous: Option<&Resumption>,
+        tls: &Tls,
+        ticket_keys: Option<&std::path::Path>,
+    ) -> Result<Self, TlsError> {
+        let keys_text =
+            match ticket_keys {
+                Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+                    TlsError(format!("session ticket keys `{}`: {e}", path.display()))
+                })?),
+                None => None,
+            };
         match previous {
-            Some(kept) if kept.made_for == *tls => Ok(kept.clone()),
-            _ => Self::new(tls),
+            Some(kept) if kept.made_for == *tls && kept.keys_text == keys_text => Ok(kept.clone()),
+            _ => Self::new(tls, keys_text),
         }
     }
 
-    fn new(tls: &Tls) -> Result<Self, TlsError> {
-        let ticketer = ring::Ticketer::new()
-            .map_err(|e| TlsError(format!("making session ticket keys: {e}")))?;
+    fn new(tls: &Tls, keys_text: Option<String>) -> Result<Self, TlsError> {
+        let ticketer: Arc<dyn ProducesTickets> = match &keys_text {
+            Some(text) => Arc::new(
+                crate::net::tickets::FileTicketer::parse(text)
+                    .map_err(|e| TlsError(format!("session ticket keys: {e}")))?,
+            ),
+            None => ring::Ticketer::new()
+                .map_err(|e| TlsError(format!("making session ticket keys: {e}")))?,
+        };
         Ok(Self {
             made_for: tls.clone(),
+            keys_text,
             ticketer,
             cache: ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES),
         })

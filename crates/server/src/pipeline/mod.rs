@@ -173,7 +173,7 @@ impl Pipeline {
             return Next::Answered(refused);
         }
         if let Some(limit) = &route.rate_limit
-            && let Err(wait) = limit.check(ctx.client.ip, req.headers())
+            && let Err(wait) = limit.check_request(ctx.client.ip, req.headers()).await
         {
             return Next::Answered(rate_limited(wait));
         }

@@ -150,9 +150,11 @@ impl CompiledRoute {
             compression,
             cache,
             rate_limit: route.rate_limit.as_ref().map(|limit| {
-                Arc::new(crate::features::rate_limit::RouteRateLimit::new(
+                Arc::new(crate::features::rate_limit::RouteRateLimit::for_route(
                     limit,
+                    &route.name,
                     metrics.rate_limited(&route.name),
+                    metrics.rate_limit_fallbacks(&route.name),
                 ))
             }),
             dictionaries,

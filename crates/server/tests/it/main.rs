@@ -11,6 +11,7 @@ mod compress;
 mod decompress;
 mod dictionary;
 mod docs_paths;
+mod fleet;
 mod h2spec;
 mod hostile;
 mod http2;

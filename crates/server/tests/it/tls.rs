@@ -227,3 +227,73 @@ async fn exchange(
         .expect("exchange timed out");
     (kind, negotiated)
 }
+
+/// A fleet's shared ticket keys (`session_ticket_keys`, docs/fleet.md): a client that got its
+/// ticket from one instance resumes on another instance reading the same key file (as after an
+/// L4 balancer moved it), over TLS 1.3 and 1.2; an instance with other keys makes it start over.
+#[tokio::test]
+async fn a_session_from_one_instance_resumes_on_another_with_the_same_ticket_keys() {
+    use rustls::HandshakeKind;
+    let temp = tempfile::tempdir().unwrap();
+    let dev = sluice_server::net::cert::generate(&["localhost".to_string()]).unwrap();
+    sluice_server::net::cert::write_files(&dev, temp.path()).unwrap();
+    std::fs::write(
+        temp.path().join("tickets.key"),
+        "# shared by the fleet\nc2x1aWNlIHRlc3Qga2V5IG51bWJlciBvbmUsIDQ4IGJ5dGVzIGxvbmcuLi4uLi4u\n",
+    )
+    .unwrap();
+    std::fs::write(
+        temp.path().join("other.key"),
+        "c2x1aWNlIHRlc3Qga2V5IG51bWJlciB0d28sIDQ4IGJ5dGVzIGxvbmcuLi4uLi4u\n",
+    )
+    .unwrap();
+    let config = |keys: &str| {
+        format!(
+            r#"
+            [log]
+            access = "off"
+            [[listeners]]
+            address = "127.0.0.1:0"
+            protocols = ["http/1.1"]
+            tls = {{ cert = "cert.pem", key = "key.pem", session_ticket_keys = "{keys}" }}
+            [[routes]]
+            respond = {{ body = "resumed\n" }}
+            "#
+        )
+    };
+    let a = start_toml_in(temp.path(), &config("tickets.key")).await;
+    let b = start_toml_in(temp.path(), &config("tickets.key")).await;
+    let c = start_toml_in(temp.path(), &config("other.key")).await;
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls_pki_types::pem::PemObject;
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(dev.ca_cert_pem.as_bytes()).unwrap())
+        .unwrap();
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let client = || {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_protocol_versions(&[version])
+                .unwrap()
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth();
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(config)
+        };
+        let what = format!("{:?}", version.version);
+        let config = client();
+        let (kind, _) = exchange(a.first_addr(), &config, b"http/1.1").await;
+        assert_eq!(kind, HandshakeKind::Full, "first, on A, {what}");
+        let (kind, _) = exchange(b.first_addr(), &config, b"http/1.1").await;
+        assert_eq!(kind, HandshakeKind::Resumed, "then on B, {what}");
+        let config = client();
+        let (kind, _) = exchange(a.first_addr(), &config, b"http/1.1").await;
+        assert_eq!(kind, HandshakeKind::Full, "{what}");
+        let (kind, _) = exchange(c.first_addr(), &config, b"http/1.1").await;
+        assert_eq!(
+            kind,
+            HandshakeKind::Full,
+            "other keys: no resumption, {what}"
+        );
+    }
+}

@@ -211,7 +211,12 @@ impl RouteCache {
         let mut forward = Some(forward);
         for _ in 0..ROUNDS {
             let ae = serve::accept_encoding_key(&parts.headers, compression);
-            if let Some(entry) = self.zone.find(&primary, &parts.headers, ae) {
+            // A local miss asks the fleet's shared tier (if any), under its deadline.
+            let found = match self.zone.find(&primary, &parts.headers, ae) {
+                Some(entry) => Some(entry),
+                None => self.zone.find_shared(&primary, &parts.headers, ae).await,
+            };
+            if let Some(entry) = found {
                 match self
                     .stored(
                         &parts,
@@ -311,7 +316,7 @@ impl RouteCache {
         forward: &mut Option<impl FnOnce() -> Forward>,
     ) -> Option<Lookup> {
         let now = SystemTime::now();
-        let meta = entry.meta();
+        let meta = self.reuse_meta(&entry, now);
         if compression.is_none() && !serve::accepted_as_stored(parts, &meta) {
             // Never sent to this client (a coding it does not take): neither served nor
             // revalidated for it, which would cost a second request once the 304 came back.
@@ -451,13 +456,26 @@ impl RouteCache {
         if !current.is_some_and(|current| Arc::ptr_eq(&current, entry)) {
             return true;
         }
+        let now = SystemTime::now();
         let reuse = policy::evaluate(
-            &entry.meta(),
+            &self.reuse_meta(entry, now),
             &parts.headers,
             &self.policy,
-            SystemTime::now(),
+            now,
         );
         matches!(reuse.reuse, Reuse::Fresh)
+    }
+
+    /// The stored headers to judge `entry`'s reuse by: as stored, or, after a soft purge
+    /// (`PURGE /cache/ZONE?tag=T&soft=1`), as a response that became stale at that moment,
+    /// so its stale windows apply.
+    fn reuse_meta(&self, entry: &Entry, now: SystemTime) -> Arc<sluice_cache::meta::Meta> {
+        let meta = entry.meta();
+        if entry.soft_purged() {
+            Arc::new(policy::expire_now(&meta, &self.policy, now))
+        } else {
+            meta
+        }
     }
 
     /// Response phase: what the cache makes of the upstream's answer to a [`Ticket`]'s request:
@@ -631,6 +649,13 @@ impl RouteCache {
             .response
             .headers_mut()
             .remove(&policy::SLUICE_CACHE_CONTROL);
+        // Surrogate keys are for caches (this one: purge by tag), not for clients, unless the
+        // zone says to keep them (a CDN in front that purges by them too).
+        if !self.zone.settings().keep_tag_headers {
+            for name in sluice_cache::zone::TAG_HEADERS {
+                outcome.response.headers_mut().remove(name);
+            }
+        }
         if let Some(status) = outcome.status {
             self.zone.stats().count(status);
             if let Some(name) = &self.status_header {

@@ -1,7 +1,11 @@
 //! Purge on the admin listener, never on the public ones: `PURGE /cache/ZONE?key=KEY` (or
 //! `DELETE`) removes the stored responses of one primary key, `?prefix=P` every key that starts
 //! with `P`. Keys are as the route's `key` builds them, by default `http://host/path?query`.
-//! The answer says how many stored responses went (`404` when none did).
+//! `?tag=T` every response carrying surrogate key `T` (`Surrogate-Key`, `Cache-Tag`, `xkey`),
+//! and `&soft=1` marks them stale instead (served within their stale windows while one request
+//! refreshes them). The answer says how many stored responses went (`404` when none did). With
+//! a shared tier (docs/fleet.md) every purge reaches every instance sharing the zone, and the
+//! answer is `200` whatever this instance held.
 
 use http::{Method, StatusCode};
 use percent_encoding::percent_decode_str;
@@ -12,6 +16,11 @@ use super::zones::Zones;
 enum Target {
     Key(String),
     Prefix(String),
+    /// A surrogate key (`Surrogate-Key`, `Cache-Tag`, `xkey`); `soft`: mark stale.
+    Tag {
+        tag: String,
+        soft: bool,
+    },
 }
 
 /// Answer one purge request: status and a line of text.
@@ -46,14 +55,23 @@ pub async fn purge(
     let Some(target) = query.and_then(target) else {
         return (
             StatusCode::BAD_REQUEST,
-            "say what to purge: ?key=http://host/path (one key) or ?prefix=http://host/dir/\n"
+            "say what to purge: ?key=http://host/path (one key), ?prefix=http://host/dir/ or ?tag=TAG (&soft=1 marks stale)\n"
                 .into(),
         );
     };
     let removed = match &target {
         Target::Key(key) => zone.invalidate(key).await,
         Target::Prefix(prefix) => zone.purge_prefix(prefix).await,
+        Target::Tag { tag, soft } => zone.purge_tag(tag, *soft).await,
     };
+    if zone.shared().is_some() {
+        // Other instances apply it to what they hold: nothing here may still mean something
+        // there.
+        return (
+            StatusCode::OK,
+            format!("purged {removed} here; sent to every instance sharing the zone\n"),
+        );
+    }
     let status = if removed == 0 {
         StatusCode::NOT_FOUND
     } else {
@@ -63,17 +81,31 @@ pub async fn purge(
 }
 
 fn target(query: &str) -> Option<Target> {
+    let mut soft = false;
+    let mut found = None;
     for pair in query.split('&') {
         let (name, value) = pair.split_once('=')?;
         // `+` is a space in form encoding; keys never contain spaces, so read it literally.
         let value = percent_decode_str(value).decode_utf8().ok()?.into_owned();
         match name {
-            "key" if !value.is_empty() => return Some(Target::Key(value)),
-            "prefix" if !value.is_empty() => return Some(Target::Prefix(value)),
+            "key" if !value.is_empty() && found.is_none() => found = Some(Target::Key(value)),
+            "prefix" if !value.is_empty() && found.is_none() => {
+                found = Some(Target::Prefix(value));
+            }
+            "tag" if !value.is_empty() && found.is_none() => {
+                found = Some(Target::Tag {
+                    tag: value,
+                    soft: false,
+                });
+            }
+            "soft" => soft = value == "1" || value == "true",
             _ => {}
         }
     }
-    None
+    match found? {
+        Target::Tag { tag, .. } => Some(Target::Tag { tag, soft }),
+        other => Some(other),
+    }
 }
 
 #[cfg(test)]

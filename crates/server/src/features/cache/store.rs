@@ -130,9 +130,10 @@ pub(super) async fn response(
     let publisher = leader.publish(meta.clone());
     let shared = publisher.shared().clone();
     let reader = shared.reader();
+    let retain = policy::retention(&meta, &cache.policy, SystemTime::now());
     cache
         .zone
-        .store_source(publisher, (*meta).clone(), body, fence);
+        .store_source_retained(publisher, (*meta).clone(), body, fence, retain);
     if serve::variant_after_commit(parts, &meta, compression) {
         // A small response this client wants in another coding: once stored (moments away:
         // the fill reads the origin as fast as it sends), its variant is made once at the
@@ -524,6 +525,7 @@ async fn store_refreshed(
     };
     let publisher = leader.publish(Arc::new(meta.clone()));
     let shared = publisher.shared().clone();
-    zone.store_source(publisher, meta, response.into_body(), fence);
+    let retain = policy::retention(&meta, settings, SystemTime::now());
+    zone.store_source_retained(publisher, meta, response.into_body(), fence, retain);
     shared.settled().await;
 }

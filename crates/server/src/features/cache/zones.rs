@@ -17,6 +17,7 @@ use sluice_cache::policy::{Heuristic, Settings};
 use sluice_cache::storage::Storage;
 use sluice_cache::storage::disk::{DiskSettings, DiskStorage};
 use sluice_cache::storage::memory::{MemorySettings, MemoryStorage};
+use sluice_cache::storage::shared::{SharedSettings, SharedTier};
 use sluice_cache::storage::tiered::TieredStorage;
 use sluice_cache::zone::{Zone, ZoneSettings};
 use sluice_config::{CacheZone, Config, UseStale};
@@ -92,7 +93,11 @@ impl Zones {
 
 /// Whether a zone opened with `old` can serve as one configured `new`.
 fn same_storage(old: &CacheZone, new: &CacheZone) -> bool {
-    old.memory == new.memory && old.max_object_size == new.max_object_size && old.disk == new.disk
+    old.memory == new.memory
+        && old.max_object_size == new.max_object_size
+        && old.disk == new.disk
+        && old.shared == new.shared
+        && old.keep_tag_headers == new.keep_tag_headers
 }
 
 async fn open(config: &CacheZone) -> std::io::Result<Arc<Zone>> {
@@ -119,8 +124,24 @@ async fn open(config: &CacheZone) -> std::io::Result<Arc<Zone>> {
     let settings = ZoneSettings {
         name: config.name.clone(),
         max_object_size: config.max_object_size,
+        keep_tag_headers: config.keep_tag_headers,
     };
-    Zone::open(settings, storage, index).await
+    let shared = match &config.shared {
+        None => None,
+        Some(shared) => Some(
+            SharedTier::new(
+                &config.name,
+                SharedSettings {
+                    url: shared.redis.clone(),
+                    deadline: shared.deadline,
+                    max_object_size: shared.max_object_size,
+                    max_ttl: shared.max_ttl,
+                },
+            )
+            .map_err(std::io::Error::other)?,
+        ),
+    };
+    Zone::open_shared(settings, storage, index, shared).await
 }
 
 fn policy_settings(zone: &CacheZone) -> Settings {

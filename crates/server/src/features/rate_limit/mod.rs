@@ -17,6 +17,7 @@
 //! key is random per process, so clients cannot aim for one.
 
 mod gcra;
+mod shared;
 
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::net::IpAddr;
@@ -45,6 +46,16 @@ pub struct RouteRateLimit {
     epoch: Instant,
     /// `sluice_rate_limited_total{route}`.
     limited: Counter,
+    /// A fleet-wide limit in Redis, with this instance's share of it as the `local` fallback.
+    fleet: Option<Fleet>,
+}
+
+struct Fleet {
+    shared: Arc<shared::Shared>,
+    /// The limiter at `requests / fleet_size` for `on_error = "local"`.
+    local: Box<RouteRateLimit>,
+    /// Names the route in bucket keys: two routes' limits are two buckets.
+    route: String,
 }
 
 impl RouteRateLimit {
@@ -61,7 +72,89 @@ impl RouteRateLimit {
             hasher: RandomState::new(),
             epoch: Instant::now(),
             limited,
+            fleet: None,
         }
+    }
+
+    /// A route's limiter, fleet-wide when the config says `shared` (`fallbacks` counts the
+    /// checks `on_error` decided).
+    pub fn for_route(
+        config: &RateLimit,
+        route: &str,
+        limited: Counter,
+        fallbacks: Counter,
+    ) -> Self {
+        let mut limiter = Self::new(config, limited.clone());
+        let Some(fleet) = &config.shared else {
+            return limiter;
+        };
+        let Some(shared) =
+            shared::Shared::new(fleet, config.interval(), config.burst.get(), fallbacks)
+        else {
+            return limiter;
+        };
+        // This instance's share: `requests / fleet_size` (the same requests over a period
+        // fleet_size times longer), and that share of the burst, at least one.
+        let n = fleet.fleet_size.get();
+        let share = RateLimit {
+            per: config.per.saturating_mul(n),
+            burst: std::num::NonZeroU32::new(config.burst.get() / n)
+                .unwrap_or(std::num::NonZeroU32::MIN),
+            shared: None,
+            ..config.clone()
+        };
+        limiter.fleet = Some(Fleet {
+            shared,
+            local: Box::new(Self::new(&share, limited)),
+            route: route.to_string(),
+        });
+        limiter
+    }
+
+    /// [`RouteRateLimit::check`], from the fleet's bucket when the limit is shared.
+    pub async fn check_request(&self, ip: IpAddr, headers: &HeaderMap) -> Result<(), Duration> {
+        let Some(fleet) = &self.fleet else {
+            return self.check(ip, headers);
+        };
+        let key = self.fleet_key(&fleet.route, ip, headers);
+        match fleet.shared.take(&key).await {
+            shared::Verdict::Allow => Ok(()),
+            shared::Verdict::Deny(wait) => {
+                self.limited.inc();
+                Err(wait)
+            }
+            shared::Verdict::Failed => {
+                fleet.shared.fallbacks.inc();
+                match fleet.shared.on_error() {
+                    sluice_config::OnError::Local => fleet.local.check(ip, headers),
+                    sluice_config::OnError::Allow => Ok(()),
+                    sluice_config::OnError::Deny => {
+                        self.limited.inc();
+                        Err(Duration::from_secs(1))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bucket of this request in Redis: a hash the same on every instance (the local
+    /// buckets' hasher is random per process), of the route and the client's key.
+    fn fleet_key(&self, route: &str, ip: IpAddr, headers: &HeaderMap) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update((route.len() as u64).to_be_bytes());
+        hasher.update(route.as_bytes());
+        match &self.key {
+            RateLimitKey::Header(name) if headers.contains_key(name) => {
+                hasher.update([1u8]);
+                hasher.update(headers.get(name).map(|v| v.as_bytes()).unwrap_or_default());
+            }
+            _ => {
+                hasher.update([0u8]);
+                hasher.update(ip.to_string().as_bytes());
+            }
+        }
+        format!("sluice:rl:{{{}}}", hex::encode(&hasher.finalize()[..12]))
     }
 
     /// Takes a token for this request's client: `Ok` to go on, `Err(wait)` (counted in the

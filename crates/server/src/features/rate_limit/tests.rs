@@ -13,6 +13,7 @@ use super::*;
 
 fn hourly(burst: u32, key: RateLimitKey) -> RateLimit {
     RateLimit {
+        shared: None,
         requests: NonZeroU32::new(1).unwrap(),
         per: Duration::from_secs(3600),
         burst: NonZeroU32::new(burst).unwrap(),

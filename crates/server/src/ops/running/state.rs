@@ -126,7 +126,12 @@ pub(super) async fn build(
             Some(t) => {
                 let failed = |e| StartError(format!("listener `{}`: {e}", listener.name));
                 let kept = previous.resumption.get(&listener.name);
-                let sessions = tls::Resumption::keep_or_new(kept, t).map_err(failed)?;
+                let sessions = tls::Resumption::keep_or_new_with(
+                    kept,
+                    t,
+                    listener.session_ticket_keys.as_deref(),
+                )
+                .map_err(failed)?;
                 let config =
                     tls::server_config(t, listener.protocols, &sessions).map_err(failed)?;
                 resumption.insert(listener.name.clone(), sessions);

@@ -26,6 +26,26 @@ pub const CACHE_INVALIDATED_TOTAL: &str = "sluice_cache_invalidated_total";
 pub const CACHE_OBJECTS: &str = "sluice_cache_objects";
 pub const CACHE_BYTES: &str = "sluice_cache_bytes";
 pub const CACHE_EVICTIONS_TOTAL: &str = "sluice_cache_evictions_total";
+pub const CACHE_SHARED_LOOKUPS_TOTAL: &str = "sluice_cache_shared_lookups_total";
+pub const CACHE_SHARED_LOOKUP_SECONDS: &str = "sluice_cache_shared_lookup_seconds";
+pub const CACHE_SHARED_WRITES_TOTAL: &str = "sluice_cache_shared_writes_total";
+pub const CACHE_SHARED_BYTES_TOTAL: &str = "sluice_cache_shared_bytes_total";
+pub const CACHE_SHARED_BREAKER_OPEN: &str = "sluice_cache_shared_breaker_open";
+pub const CACHE_SHARED_BREAKER_TRIPS_TOTAL: &str = "sluice_cache_shared_breaker_trips_total";
+pub const CACHE_SHARED_CONNECTED: &str = "sluice_cache_shared_connected";
+pub const CACHE_SHARED_PURGES_TOTAL: &str = "sluice_cache_shared_purges_total";
+
+/// The shared tier's metric names (zones with `[caches.NAME.shared]` only).
+pub const CACHE_SHARED_NAMES: [&str; 8] = [
+    CACHE_SHARED_CONNECTED,
+    CACHE_SHARED_PURGES_TOTAL,
+    CACHE_SHARED_LOOKUPS_TOTAL,
+    CACHE_SHARED_LOOKUP_SECONDS,
+    CACHE_SHARED_WRITES_TOTAL,
+    CACHE_SHARED_BYTES_TOTAL,
+    CACHE_SHARED_BREAKER_OPEN,
+    CACHE_SHARED_BREAKER_TRIPS_TOTAL,
+];
 
 /// Every cache metric name, for tests and docs checks.
 pub const CACHE_NAMES: [&str; 14] = [
@@ -246,6 +266,142 @@ impl Collector for CacheCollector {
             };
             ConstCounter::new(usage.evictions).encode(family.encode_family(&labels)?)?;
         }
-        Ok(())
+        encode_shared(&zones, &mut encoder)
     }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    zone: String,
+    result: &'static str,
+}
+
+/// The shared tier's families, for the zones that have one.
+fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    use sluice_cache::storage::shared::{LATENCY_BUCKETS, SharedStats};
+    let tiers: Vec<_> = zones
+        .iter()
+        .filter_map(|z| Some((z.name().to_string(), z.shared()?.clone())))
+        .collect();
+    if tiers.is_empty() {
+        return Ok(());
+    }
+    type Results = [(&'static str, fn(&SharedStats) -> u64)];
+    let counters: [(&str, &str, &Results); 4] = [
+        (
+            CACHE_SHARED_PURGES_TOTAL,
+            "Purges across the fleet: sent to the others, received from them, and local flushes of the zone after a gap in the purge channel.",
+            &[
+                ("sent", |s| SharedStats::get(&s.purges_sent)),
+                ("received", |s| SharedStats::get(&s.purges_received)),
+                ("gap_flush", |s| SharedStats::get(&s.gap_flushes)),
+            ],
+        ),
+        (
+            CACHE_SHARED_LOOKUPS_TOTAL,
+            "Local misses looked up in the shared tier, by result (skipped: breaker open or not connected).",
+            &[
+                ("hit", |s| SharedStats::get(&s.hits)),
+                ("miss", |s| SharedStats::get(&s.misses)),
+                ("error", |s| SharedStats::get(&s.errors)),
+                ("timeout", |s| SharedStats::get(&s.timeouts)),
+                ("skipped", |s| SharedStats::get(&s.skipped)),
+            ],
+        ),
+        (
+            CACHE_SHARED_WRITES_TOTAL,
+            "Objects written to the shared tier after their response, by result (dropped: an error, not retried).",
+            &[
+                ("written", |s| SharedStats::get(&s.writes)),
+                ("dropped", |s| SharedStats::get(&s.writes_dropped)),
+                ("remove_failed", |s| SharedStats::get(&s.removes_failed)),
+            ],
+        ),
+        (
+            CACHE_SHARED_BYTES_TOTAL,
+            "Body bytes read from and written to the shared tier.",
+            &[
+                ("read", |s| SharedStats::get(&s.bytes_read)),
+                ("written", |s| SharedStats::get(&s.bytes_written)),
+            ],
+        ),
+    ];
+    for (name, help, results) in counters {
+        let mut family = encoder.encode_descriptor(base(name), help, None, MetricType::Counter)?;
+        for (zone, tier) in &tiers {
+            for (result, read) in results {
+                let labels = ResultLabels {
+                    zone: zone.clone(),
+                    result,
+                };
+                ConstCounter::new(read(tier.stats())).encode(family.encode_family(&labels)?)?;
+            }
+        }
+    }
+    {
+        let mut family = encoder.encode_descriptor(
+            CACHE_SHARED_BREAKER_OPEN,
+            "1 while the shared tier's circuit breaker is open (lookups skip it), else 0.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (zone, tier) in &tiers {
+            let labels = ZoneLabels { zone: zone.clone() };
+            ConstGauge::new(i64::from(tier.breaker().is_open()))
+                .encode(family.encode_family(&labels)?)?;
+        }
+    }
+    {
+        let mut family = encoder.encode_descriptor(
+            CACHE_SHARED_CONNECTED,
+            "1 once a connection to the shared tier has been made, else 0 (never blocks start-up).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (zone, tier) in &tiers {
+            let labels = ZoneLabels { zone: zone.clone() };
+            ConstGauge::new(i64::from(tier.connected())).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    {
+        let mut family = encoder.encode_descriptor(
+            base(CACHE_SHARED_BREAKER_TRIPS_TOTAL),
+            "Times the shared tier's circuit breaker opened.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (zone, tier) in &tiers {
+            let labels = ZoneLabels { zone: zone.clone() };
+            let trips = tier
+                .breaker()
+                .trips
+                .load(std::sync::atomic::Ordering::Relaxed);
+            ConstCounter::new(trips).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        CACHE_SHARED_LOOKUP_SECONDS,
+        "Time of shared-tier lookups that went to the server (index and body).",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (zone, tier) in &tiers {
+        let (counts, sum) = tier.stats().latency();
+        // Per bucket, not cumulative: the encoder adds them up.
+        let total: u64 = counts.iter().sum();
+        let buckets: Vec<(f64, u64)> = counts
+            .iter()
+            .enumerate()
+            .map(|(i, count)| {
+                let le = LATENCY_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY);
+                (le, *count)
+            })
+            .collect();
+        let labels = ZoneLabels { zone: zone.clone() };
+        let mut metric = family.encode_family(&labels)?;
+        metric.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            sum, total, &buckets, None,
+        )?;
+    }
+    Ok(())
 }

@@ -82,11 +82,12 @@ pub const DECOMPRESS_REQUESTS_TOTAL: &str = "sluice_decompress_requests_total";
 pub const DECOMPRESS_BYTES_IN_TOTAL: &str = "sluice_decompress_bytes_in_total";
 pub const DECOMPRESS_BYTES_OUT_TOTAL: &str = "sluice_decompress_bytes_out_total";
 pub const RATE_LIMITED_TOTAL: &str = "sluice_rate_limited_total";
+pub const RATE_LIMIT_FALLBACKS_TOTAL: &str = "sluice_rate_limit_fallbacks_total";
 pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 43] = [
+pub const ALL_NAMES: [&str; 44] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -113,6 +114,7 @@ pub const ALL_NAMES: [&str; 43] = [
     DECOMPRESS_BYTES_IN_TOTAL,
     DECOMPRESS_BYTES_OUT_TOTAL,
     RATE_LIMITED_TOTAL,
+    RATE_LIMIT_FALLBACKS_TOTAL,
     TUNNELS_OPEN,
     TUNNELS_TOTAL,
     limits::CONNECTION_LIMIT_REACHED_TOTAL,
@@ -172,6 +174,7 @@ pub struct Metrics {
     decompress_bytes_in: Family<RouteLabels, Counter>,
     decompress_bytes_out: Family<RouteLabels, Counter>,
     rate_limited: Family<RouteLabels, Counter>,
+    rate_limit_fallbacks: Family<RouteLabels, Counter>,
     tunnels_open: Family<RouteLabels, Gauge>,
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
@@ -314,6 +317,11 @@ impl Metrics {
             RATE_LIMITED_TOTAL,
             "Requests refused with 429 by a route's rate limit",
         );
+        let rate_limit_fallbacks = register(
+            r,
+            RATE_LIMIT_FALLBACKS_TOTAL,
+            "Checks of a shared rate limit decided by on_error because Redis failed or was late",
+        );
         let tunnels_open = register(
             r,
             TUNNELS_OPEN,
@@ -370,6 +378,7 @@ impl Metrics {
             decompress_bytes_in,
             decompress_bytes_out,
             rate_limited,
+            rate_limit_fallbacks,
             tunnels_open,
             tunnels,
             limits,
@@ -471,6 +480,13 @@ impl Metrics {
     /// Handles for a route's compression dictionaries.
     pub fn dictionary(&self, route: &str) -> dictionary::DictionaryMetrics {
         self.dictionaries.route(route)
+    }
+
+    /// The counter of a shared rate limit's checks decided by its `on_error`.
+    pub fn rate_limit_fallbacks(&self, route: &str) -> Counter {
+        self.rate_limit_fallbacks.get_or_create_owned(&RouteLabels {
+            route: route.to_owned(),
+        })
     }
 
     /// Handles for a proxy route's tunnels (upgraded connections). Every `end` exists from the

@@ -66,6 +66,7 @@ fn exercised() -> Arc<Metrics> {
     decompress.bytes(100, 1000);
     m.rate_limited("api").inc();
     m.access("api").denied[0].inc();
+    m.rate_limit_fallbacks("api").inc();
     let tunnels = m.tunnels("api");
     let _open = tunnels.opened();
     tunnels.opened().end(super::TunnelEnd::IdleTimeout);

@@ -14,6 +14,7 @@ mod invalidation;
 mod options;
 mod origin;
 mod requests;
+mod shared;
 mod stale;
 mod storable;
 mod targeted;
