@@ -12,6 +12,7 @@ mod docs_paths;
 mod h2spec;
 mod hostile;
 mod http2;
+mod http3;
 mod layers;
 mod lifecycle;
 mod limits;

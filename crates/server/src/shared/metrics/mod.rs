@@ -17,6 +17,7 @@ mod handles;
 mod histogram;
 mod labels;
 pub mod limits;
+pub mod protocol;
 #[cfg(test)]
 mod tests;
 mod tunnel;
@@ -84,7 +85,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 35] = [
+pub const ALL_NAMES: [&str; 37] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -118,6 +119,8 @@ pub const ALL_NAMES: [&str; 35] = [
     limits::UPSTREAM_QUEUED,
     limits::UPSTREAM_QUEUE_REJECTED_TOTAL,
     limits::ACCESS_LOG_DROPPED_TOTAL,
+    protocol::PROTOCOL_REQUESTS_TOTAL,
+    protocol::QUIC_RETRIES_TOTAL,
     compress_cpu::COMPRESS_LEVEL,
     compress_cpu::PROCESS_CPU_PERCENT,
 ];
@@ -165,6 +168,7 @@ pub struct Metrics {
     tunnels_open: Family<RouteLabels, Gauge>,
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
+    protocol: protocol::ProtocolFamilies,
     compress_cpu: compress_cpu::CompressCpuFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
@@ -313,6 +317,7 @@ impl Metrics {
             "Upgraded connections that ended, by route and how they ended",
         );
         let limits = limits::LimitFamilies::register(r);
+        let protocol = protocol::ProtocolFamilies::register(r);
         let compress_cpu = compress_cpu::CompressCpuFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
             r,
@@ -359,6 +364,7 @@ impl Metrics {
             tunnels_open,
             tunnels,
             limits,
+            protocol,
             compress_cpu,
             watches: Watches::default(),
             caches,
@@ -596,6 +602,7 @@ impl Metrics {
             tls_failures: self.tls_failures.get_or_create_owned(&labels),
             proxy_protocol_errors: self.proxy_protocol_errors.get_or_create_owned(&labels),
             limit_reached: self.limits.connection_limit(listener),
+            protocol: self.protocol.listener(listener),
         }
     }
 

@@ -1,0 +1,1 @@
+//! HTTP/3 with clients sluice shares no code with.

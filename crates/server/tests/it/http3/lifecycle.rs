@@ -1,0 +1,1 @@
+//! HTTP/3 across reloads and shutdown.
