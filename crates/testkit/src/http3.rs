@@ -89,6 +89,15 @@ impl H3Client {
         })
     }
 
+    /// The DER of the leaf certificate the server presented.
+    pub fn peer_certificate(&self) -> Vec<u8> {
+        let identity = self.connection.peer_identity().unwrap();
+        let chain = identity
+            .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+            .unwrap();
+        chain[0].as_ref().to_vec()
+    }
+
     /// A handle for requests on this connection, for concurrent ones.
     pub fn sender(&self) -> Sender {
         self.sender.clone()
