@@ -263,6 +263,8 @@ async fn handshake_within(
 struct Activity {
     running: AtomicUsize,
     progress: AtomicU64,
+    /// Woken as each request ends (a permit is kept if nobody waits).
+    ended: tokio::sync::Notify,
 }
 
 /// One request in flight, counted in [`Activity`] until dropped.
@@ -280,6 +282,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::Relaxed);
         self.0.progress.fetch_add(1, Ordering::Relaxed);
+        self.0.ended.notify_one();
     }
 }
 
@@ -291,7 +294,14 @@ enum Event<R> {
     Failed(h3::error::ConnectionError),
     Shutdown,
     IdleCheck,
+    RequestEnded,
 }
+
+/// After GOAWAY and the last response, how long the client has to close the connection itself
+/// before the server does: closing at once would drop response bytes not yet acknowledged
+/// (quinn discards a closed connection's unsent data), and a client that has read GOAWAY and
+/// its responses closes within a round trip.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 async fn serve_connection(
     task: &ListenerTask,
@@ -336,6 +346,7 @@ async fn serve_connection(
                     Event::Shutdown
                 },
                 _ = idle_check.tick() => Event::IdleCheck,
+                _ = activity.ended.notified(), if closing => Event::RequestEnded,
             }
         };
         match event {
@@ -363,6 +374,16 @@ async fn serve_connection(
                     tracing::debug!(remote = %client.remote, "HTTP/3 GOAWAY not sent: {err}");
                     break;
                 }
+                if activity.running.load(Ordering::Relaxed) == 0 {
+                    break;
+                }
+            }
+            // h3 waits for the client's GOAWAY before it says there are no more requests;
+            // the server knows when its own last one has ended.
+            Event::RequestEnded => {
+                if activity.running.load(Ordering::Relaxed) == 0 {
+                    break;
+                }
             }
             Event::IdleCheck => {
                 let now = activity.progress.load(Ordering::Relaxed);
@@ -380,6 +401,8 @@ async fn serve_connection(
         }
     }
     drop(h3);
+    let grace = CLOSE_GRACE.min(idle_timeout);
+    let _ = tokio::time::timeout(grace, conn.closed()).await;
     conn.close(
         quinn::VarInt::from_u32(h3::error::Code::H3_NO_ERROR.value() as u32),
         b"",
