@@ -14,7 +14,7 @@ use sluice_testkit::external;
 use super::{LARGE, h3_server, large_file, sha256};
 
 /// A run of an external client, bounded in time.
-async fn run(mut command: Command) -> std::process::Output {
+pub(super) async fn run(mut command: Command) -> std::process::Output {
     let shown = format!("{command:?}");
     let output = tokio::task::spawn_blocking(move || {
         command.stdin(std::process::Stdio::null()).output().unwrap()

@@ -3,6 +3,7 @@
 //! independent clients in [`independent`] (ngtcp2's `gtlsclient`, aioquic's `http3_client`),
 //! and compared with the same requests over HTTP/2.
 
+mod browser;
 mod independent;
 mod lifecycle;
 mod serving;
