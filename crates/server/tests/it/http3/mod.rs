@@ -4,6 +4,7 @@
 //! and compared with the same requests over HTTP/2.
 
 mod browser;
+mod hostile;
 mod independent;
 mod lifecycle;
 mod serving;
