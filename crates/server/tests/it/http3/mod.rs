@@ -7,6 +7,7 @@ mod browser;
 mod hostile;
 mod independent;
 mod lifecycle;
+mod load;
 mod serving;
 
 use std::net::SocketAddr;
