@@ -38,20 +38,25 @@ impl Endpoint {
 pub enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),
     H2(http2::SendRequest<Full<Bytes>>),
+    /// HTTP/3: quinn + h3 (the QUIC connection is driven by its endpoint's task).
+    H3(h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>),
 }
 
 impl Sender {
-    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Sender::H1(s) => {
-                s.ready().await?;
-                s.send_request(req).await
-            }
-            Sender::H2(s) => {
-                s.ready().await?;
-                s.send_request(req).await
-            }
-        }
+    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
+        let sent = match self {
+            Sender::H1(s) => match s.ready().await {
+                Ok(()) => s.send_request(req).await,
+                Err(e) => Err(e),
+            },
+            Sender::H2(s) => match s.ready().await {
+                Ok(()) => s.send_request(req).await,
+                Err(e) => Err(e),
+            },
+            // HTTP/3 goes through [`send_h3`]: hyper's `Incoming` cannot carry its body.
+            Sender::H3(_) => return Err("an HTTP/3 connection: use send_h3".into()),
+        };
+        sent.map_err(|e| e.to_string())
     }
 
     /// Another handle on the same connection (HTTP/2 streams); `None` for HTTP/1.1.
@@ -59,8 +64,87 @@ impl Sender {
         match self {
             Sender::H1(_) => None,
             Sender::H2(s) => Some(Sender::H2(s.clone())),
+            Sender::H3(s) => Some(Sender::H3(s.clone())),
         }
     }
+}
+
+/// One HTTP/3 request on `sender`: returns the status and the head's size as
+/// [`header_bytes`] counts it, and adds each body chunk's length to `body_bytes` as it arrives
+/// (nothing is collected).
+pub async fn send_h3(
+    sender: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    req: Request<Full<Bytes>>,
+    body_bytes: &mut u64,
+) -> Result<(u16, u64), String> {
+    use http_body_util::BodyExt as _;
+    use hyper::body::Buf as _;
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| format!("request body: {e}"))?
+        .to_bytes();
+    let mut stream = sender
+        .send_request(Request::from_parts(parts, ()))
+        .await
+        .map_err(|e| format!("HTTP/3 request: {e}"))?;
+    if !body.is_empty() {
+        stream
+            .send_data(body)
+            .await
+            .map_err(|e| format!("HTTP/3 request body: {e}"))?;
+    }
+    stream
+        .finish()
+        .await
+        .map_err(|e| format!("HTTP/3 request end: {e}"))?;
+    let head = stream
+        .recv_response()
+        .await
+        .map_err(|e| format!("HTTP/3 response: {e}"))?;
+    let status = head.status().as_u16();
+    let mut head_size = 0u64;
+    for (name, value) in head.headers() {
+        head_size += (name.as_str().len() + value.len() + 4) as u64;
+    }
+    while let Some(chunk) = stream
+        .recv_data()
+        .await
+        .map_err(|e| format!("HTTP/3 response body: {e}"))?
+    {
+        *body_bytes += chunk.remaining() as u64;
+    }
+    Ok((status, head_size + 17))
+}
+
+/// A QUIC connection speaking HTTP/3 to `endpoint`, on a client endpoint of its own (its own
+/// UDP socket, as separate clients would have).
+async fn connect_h3(endpoint: &Endpoint, tls: &TlsConnector) -> Result<Connected, String> {
+    let local: SocketAddr = if endpoint.addr.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let mut client =
+        quinn::Endpoint::client(local).map_err(|e| format!("a QUIC client socket: {e}"))?;
+    client.set_default_client_config(tls.h3.clone());
+    let conn = client
+        .connect(endpoint.addr, "localhost")
+        .map_err(|e| format!("QUIC connect to {}: {e}", endpoint.addr))?
+        .await
+        .map_err(|e| format!("QUIC handshake with {}: {e}", endpoint.addr))?;
+    let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(conn))
+        .await
+        .map_err(|e| format!("HTTP/3 connection: {e}"))?;
+    tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        drop(client);
+    });
+    Ok(Connected {
+        sender: Sender::H3(sender),
+        alpn: Some("h3".into()),
+    })
 }
 
 /// A connection and the ALPN protocol the server chose (`None` without TLS).
@@ -76,6 +160,9 @@ pub async fn connect(
     protocol: Protocol,
     tls: &TlsConnector,
 ) -> Result<Connected, String> {
+    if protocol == Protocol::H3 {
+        return connect_h3(endpoint, tls).await;
+    }
     let tcp = TcpStream::connect(endpoint.addr)
         .await
         .map_err(|e| format!("connecting to {}: {e}", endpoint.addr))?;
@@ -86,7 +173,7 @@ pub async fn connect(
     }
     let connector = match protocol {
         Protocol::H1 => &tls.h1,
-        Protocol::H2 => &tls.h2,
+        Protocol::H2 | Protocol::H3 => &tls.h2,
     };
     let stream = connector
         .connect(ServerName::from(endpoint.addr.ip()), tcp)
@@ -113,7 +200,7 @@ where
             tokio::spawn(conn);
             Ok(Sender::H1(sender))
         }
-        Protocol::H2 => {
+        Protocol::H2 | Protocol::H3 => {
             let (sender, conn) = http2::Builder::new(TokioExecutor::new())
                 // Big windows like h2load's defaults, so flow control is not what is measured.
                 .initial_stream_window_size(1 << 24)
@@ -142,7 +229,7 @@ impl RequestTemplate {
         // HTTP/1.1 sends origin-form plus Host; HTTP/2 needs the scheme and authority.
         let uri: Uri = match spec.protocol {
             Protocol::H1 => spec.path.parse(),
-            Protocol::H2 => format!("{}{}", endpoint.base_url(), spec.path).parse(),
+            Protocol::H2 | Protocol::H3 => format!("{}{}", endpoint.base_url(), spec.path).parse(),
         }
         .map_err(|e| format!("request path {:?}: {e}", spec.path))?;
         let mut headers = HeaderMap::new();
@@ -193,6 +280,8 @@ pub fn header_bytes(resp: &Response<Incoming>) -> u64 {
 pub struct TlsConnector {
     h1: tokio_rustls::TlsConnector,
     h2: tokio_rustls::TlsConnector,
+    /// QUIC: TLS 1.3, ALPN `h3`, flow-control windows as large as HTTP/2's above.
+    h3: quinn::ClientConfig,
 }
 
 impl TlsConnector {
@@ -202,9 +291,20 @@ impl TlsConnector {
             config.alpn_protocols = vec![alpn.as_bytes().to_vec()];
             Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
         };
+        let mut quic = insecure_tls_config()?;
+        quic.alpn_protocols = vec![b"h3".to_vec()];
+        let quic = quinn::crypto::rustls::QuicClientConfig::try_from(quic)
+            .map_err(|e| format!("TLS for QUIC: {e}"))?;
+        let mut h3 = quinn::ClientConfig::new(Arc::new(quic));
+        let mut transport = quinn::TransportConfig::default();
+        transport
+            .stream_receive_window(quinn::VarInt::from_u32(1 << 24))
+            .receive_window(quinn::VarInt::from_u32(1 << 30));
+        h3.transport_config(Arc::new(transport));
         Ok(Self {
             h1: make(Protocol::H1.alpn())?,
             h2: make(Protocol::H2.alpn())?,
+            h3,
         })
     }
 }

@@ -126,7 +126,8 @@ fn a_full_config_maps_to_typed_values() {
         public.protocols,
         Protocols {
             http1: true,
-            http2: false
+            http2: false,
+            http3: false
         }
     );
     assert!(public.tls.is_none());
@@ -234,7 +235,8 @@ fn a_minimal_config_gets_every_default() {
         listener.protocols,
         Protocols {
             http1: true,
-            http2: true
+            http2: true,
+            http3: false
         }
     );
     let defaults = ListenerLimits::default();

@@ -10,6 +10,7 @@ use std::sync::Once;
 use std::time::Duration;
 
 pub mod external;
+pub mod http3;
 pub mod independent;
 pub mod recording;
 

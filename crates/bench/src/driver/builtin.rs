@@ -193,6 +193,16 @@ async fn exchange(
     template: &RequestTemplate,
     tally: &mut Tally,
 ) -> Result<(), String> {
+    if let Sender::H3(h3) = sender {
+        let (status, head) = client::send_h3(h3, template.build(), &mut tally.body_bytes).await?;
+        tally.header_bytes += head;
+        tally.requests += 1;
+        *tally.statuses.entry(status).or_default() += 1;
+        if !(200..300).contains(&status) {
+            tally.fail(format!("unexpected status {status}"));
+        }
+        return Ok(());
+    }
     let resp = sender
         .send(template.build())
         .await

@@ -58,6 +58,7 @@ pub fn h2load_args(spec: &LoadSpec, work_dir: &Path) -> Result<h2load::H2loadArg
         protocol: match spec.protocol {
             Protocol::H1 => h2load::Protocol::Http1,
             Protocol::H2 => h2load::Protocol::Http2,
+            Protocol::H3 => return Err("h2load has no HTTP/3: use the built-in driver".into()),
         },
         tls: spec.tls,
         method: spec.method.to_string(),

@@ -79,6 +79,8 @@ impl ProxySetup {
 pub enum Protocol {
     H1,
     H2,
+    /// HTTP/3 over QUIC (TLS only; the built-in driver: h2load has none).
+    H3,
 }
 
 impl Protocol {
@@ -87,6 +89,7 @@ impl Protocol {
         match self {
             Protocol::H1 => "http/1.1",
             Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
         }
     }
 }

@@ -249,6 +249,7 @@ pub(super) fn seed_002(list: &mut Vec<Scenario>) {
         let name = match protocol {
             Protocol::H1 => "tls-h1",
             Protocol::H2 => "tls-h2",
+            Protocol::H3 => "tls-h3",
         };
         list.push(
             Scenario::new(

@@ -216,6 +216,8 @@ pub fn caddyfile(
     }
     let protocols = match (scenario.load.tls, scenario.load.protocol) {
         (true, Protocol::H2) => "h1 h2",
+        // Caddy serves HTTP/3 on the HTTPS port's UDP side.
+        (true, Protocol::H3) => "h1 h2 h3",
         _ => "h1",
     };
     let mut file = String::new();

@@ -68,10 +68,15 @@ pub fn config(
     );
     let _ = writeln!(toml, "[[listeners]]\naddress = \"{addr}\"");
     if scenario.load.tls {
+        // h3 needs a TCP protocol beside it (its Alt-Svc is sent there).
+        let protocols = match scenario.load.protocol {
+            crate::scenario::Protocol::H3 => "\"h2\", \"h3\"".to_string(),
+            other => format!("\"{}\"", other.alpn()),
+        };
         let _ = writeln!(
             toml,
-            "protocols = [\"{}\"]\ntls = {{ cert = {:?}, key = {:?} }}",
-            scenario.load.protocol.alpn(),
+            "protocols = [{}]\ntls = {{ cert = {:?}, key = {:?} }}",
+            protocols,
             ctx.cert.display().to_string(),
             ctx.key.display().to_string()
         );

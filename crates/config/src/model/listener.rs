@@ -27,6 +27,25 @@ pub struct Listener {
     /// client moved to another instance resumes its session; read at start-up and on every
     /// reload. `None`: random keys of this process, rotated every 6 hours.
     pub session_ticket_keys: Option<PathBuf>,
+    /// HTTP/3 settings, read when `protocols` has `h3` (docs/http3.md).
+    pub http3: Http3,
+}
+
+/// A TLS listener's HTTP/3 (QUIC) side: what its TCP responses advertise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http3 {
+    /// `alt_svc_max_age`: the `ma` of the `Alt-Svc: h3=":PORT"` its TCP responses carry (RFC 7838
+    /// §3); `None` (`"0s"`): no `Alt-Svc`, clients reach h3 only when told otherwise.
+    pub alt_svc_max_age: Option<Duration>,
+}
+
+impl Default for Http3 {
+    fn default() -> Self {
+        Self {
+            // A day, as Caddy and Cloudflare advertise.
+            alt_svc_max_age: Some(Duration::from_secs(24 * 60 * 60)),
+        }
+    }
 }
 
 /// `trusted_proxies = ["10.0.0.0/8", "192.0.2.7"]`: the addresses (CIDR blocks) of proxies in
@@ -59,16 +78,19 @@ impl Listener {
             proxy_protocol: false,
             trusted_proxies: TrustedProxies::default(),
             session_ticket_keys: None,
+            http3: Http3::default(),
         }
     }
 }
 
 /// Which HTTP versions a listener speaks. With TLS these are the ALPN protocols offered; without
-/// TLS, `http2` means HTTP/2 by prior knowledge (h2c) on the same port.
+/// TLS, `http2` means HTTP/2 by prior knowledge (h2c) on the same port. `http3` (ALPN `h3`, TLS
+/// listeners only) serves HTTP/3 over QUIC on a UDP socket bound to the same address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Protocols {
     pub http1: bool,
     pub http2: bool,
+    pub http3: bool,
 }
 
 impl Default for Protocols {
@@ -76,6 +98,7 @@ impl Default for Protocols {
         Self {
             http1: true,
             http2: true,
+            http3: false,
         }
     }
 }

@@ -95,6 +95,8 @@ pub(crate) struct RawListener {
     pub proxy_protocol: Option<Spanned<Scalar>>,
     pub trusted_proxies: Option<Spanned<OneOrMany>>,
     pub tls: Option<Spanned<RawTls>>,
+    /// HTTP/3: the `ma` of the `Alt-Svc` header on the listener's TCP responses; "0s": none.
+    pub alt_svc_max_age: Option<Spanned<Scalar>>,
 }
 
 /// `[listeners.tls]`, the table form of `tls`.

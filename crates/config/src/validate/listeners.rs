@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Cx;
 use super::address::parse_listen_address;
-use crate::model::{Listener, ListenerLimits, Protocols, TrustedProxies};
+use crate::model::{Http3, Listener, ListenerLimits, Protocols, TrustedProxies};
 use crate::path::KeyPath;
 use crate::raw::{OneOrMany, RawListener, Scalar};
 
@@ -44,6 +44,7 @@ pub(super) fn listeners(
             .as_ref()
             .map(|v| super::trusted::trusted_proxies(cx, &path.key("trusted_proxies"), v))
             .unwrap_or_else(|| trusted.clone());
+        let http3 = http3(cx, &path, raw, protocols, tls.is_some(), proxy_protocol);
         if let Some(address) = address {
             let name = name.clone();
             valid.push(Listener {
@@ -55,6 +56,7 @@ pub(super) fn listeners(
                 proxy_protocol,
                 trusted_proxies,
                 session_ticket_keys,
+                http3,
             });
         }
         identities.push(Identity { name, raw, address });
@@ -179,11 +181,13 @@ fn protocols(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawListener) -> Protocols {
     let mut protocols = Protocols {
         http1: false,
         http2: false,
+        http3: false,
     };
     for item in &items {
         match item.get_ref().as_str() {
             "http/1.1" => protocols.http1 = true,
             "h2" => protocols.http2 = true,
+            "h3" => protocols.http3 = true,
             other => {
                 let message = format!("unknown protocol `{other}`");
                 cx.r.error(
@@ -209,8 +213,66 @@ fn protocol_hint(other: &str) -> String {
         "h1" | "http1" | "http/1" | "http1.1" | "http/1.1" | "http/1.0" | "http1.0" => {
             r#"write "http/1.1""#.into()
         }
-        "h3" | "http/3" | "http3" => "HTTP/3 is not supported; use \"http/1.1\" and \"h2\"".into(),
-        _ => r#"the protocols are "http/1.1" and "h2""#.into(),
+        "http/3" | "http3" | "http/3.0" | "quic" => r#"write "h3""#.into(),
+        _ => r#"the protocols are "http/1.1", "h2" and "h3""#.into(),
+    }
+}
+
+/// The HTTP/3 side of a listener: `h3` needs TLS (QUIC is TLS 1.3 inside, RFC 9001) and a
+/// listener without a PROXY protocol header (it is a TCP preamble; QUIC is UDP), and with TCP
+/// protocols beside it (the UDP socket shares their address; an h3-only listener would leave
+/// clients nothing to learn `Alt-Svc` from). `alt_svc_max_age` is read either way, so a typo is
+/// reported even while h3 is off.
+fn http3(
+    cx: &mut Cx<'_>,
+    path: &KeyPath,
+    raw: &RawListener,
+    protocols: Protocols,
+    tls: bool,
+    proxy_protocol: bool,
+) -> Http3 {
+    let default = Http3::default();
+    let max_age = cx.duration(
+        &path.key("alt_svc_max_age"),
+        raw.alt_svc_max_age.as_ref(),
+        default.alt_svc_max_age.unwrap_or_default(),
+        true,
+    );
+    if protocols.http3 {
+        let span = raw.protocols.as_ref().map(|p| p.span());
+        let key = path.key("protocols");
+        if !tls {
+            let hint =
+                "add `tls = \"self-signed\"` or a certificate: QUIC always runs over TLS 1.3";
+            cx.r.error(
+                &key,
+                span.clone(),
+                "`h3` needs TLS on the listener",
+                Some(hint.into()),
+            );
+        }
+        if proxy_protocol {
+            let hint =
+                "the PROXY protocol header is a TCP preamble; serve h3 on a listener without it";
+            cx.r.error(
+                &key,
+                span.clone(),
+                "`h3` cannot be combined with `proxy_protocol = true`",
+                Some(hint.into()),
+            );
+        }
+        if !protocols.http1 && !protocols.http2 {
+            let hint = r#"write ["http/1.1", "h2", "h3"]: clients learn of h3 from the TCP side's Alt-Svc"#;
+            cx.r.error(
+                &key,
+                span,
+                "`h3` needs \"http/1.1\" or \"h2\" beside it",
+                Some(hint.into()),
+            );
+        }
+    }
+    Http3 {
+        alt_svc_max_age: Some(max_age).filter(|d| !d.is_zero()),
     }
 }
 

@@ -50,6 +50,8 @@ pub struct ListenerTask {
     /// Connections start with a PROXY protocol header naming the real client.
     pub proxy_protocol: bool,
     pub metrics: ListenerMetrics,
+    /// The QUIC side's settings, when the listener serves HTTP/3 (`crate::net::h3`).
+    pub h3: Option<crate::net::h3::Settings>,
     builders: Builders,
 }
 
@@ -70,7 +72,14 @@ impl ListenerTask {
             limits,
             proxy_protocol,
             metrics,
+            h3: None,
         }
+    }
+
+    /// This listener also serves HTTP/3 with `h3`.
+    pub fn with_h3(mut self, h3: Option<crate::net::h3::Settings>) -> Self {
+        self.h3 = h3;
+        self
     }
 }
 
@@ -349,12 +358,21 @@ async fn serve_io<I>(
 {
     let in_service = state.clone();
     let link_shutdown = shutdown.clone();
+    // `Alt-Svc: h3=":PORT"` on every response of a listener that serves HTTP/3 (RFC 7838 §3;
+    // RFC 9114 §3.1.1): the UDP socket shares this connection's port.
+    let alt_svc = task
+        .h3
+        .as_ref()
+        .and_then(|h3| h3.alt_svc(client.local.port()));
+    let requests = task.metrics.protocols();
     let service = service_fn(move |mut req: hyper::Request<Incoming>| {
         // Loaded per request and held to its end: a reload reaches the next request on this
         // connection, never one already running.
         let pipeline = shared.load().pipeline.clone();
         // Counted from here to the end of the response body: see `idle.rs`.
         let exchange = in_service.start(req.version());
+        requests.request(req.version());
+        let alt_svc = alt_svc.clone();
         if !req.body().is_end_stream() {
             in_service.reading_body();
         }
@@ -373,7 +391,12 @@ async fn serve_io<I>(
         // it is written once and every move after that is a pointer's.
         // (`docs/performance.md`, "TLS", "Round 2").
         Box::pin(async move {
-            let response = pipeline.handle(client, req.map(RequestBody::from)).await;
+            let mut response = pipeline.handle(client, req.map(RequestBody::from)).await;
+            if let Some(alt_svc) = alt_svc {
+                response
+                    .headers_mut()
+                    .insert(http::header::ALT_SVC, alt_svc);
+            }
             Ok::<_, Infallible>(exchange.respond(response))
         })
     });

@@ -171,6 +171,25 @@ impl ConnectionSlots {
     }
 }
 
+impl ConnectionSlots {
+    /// A permit now, or `None` (counted) when this listener or the server is at its
+    /// `max_connections`: for QUIC, whose connection attempts have no backlog to wait in.
+    pub fn try_admit(&self, metrics: &ListenerMetrics) -> Option<ConnectionPermit> {
+        let Ok(listener) = self.listener.permits.clone().try_acquire_owned() else {
+            metrics.listener_limit_reached();
+            return None;
+        };
+        let Ok(server) = self.server.permits.clone().try_acquire_owned() else {
+            metrics.server_limit_reached();
+            return None;
+        };
+        Some(ConnectionPermit {
+            listener: Some((self.listener.clone(), listener)),
+            server: Some((self.server.clone(), server)),
+        })
+    }
+}
+
 /// This listener's permit, taken before `accept`.
 #[derive(Debug)]
 pub struct ListenerSlot(OwnedSemaphorePermit);

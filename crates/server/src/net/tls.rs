@@ -72,6 +72,26 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// The rustls configuration of a listener's QUIC side (HTTP/3), made from its TCP side's
+/// `tcp` so both present the same certificates (the same resolver, so the same self-signed
+/// certificate too) and resume with the same ticket keys: TLS 1.3 only (RFC 9001 §4.2), ALPN
+/// `h3` only (RFC 9114 §3.1), and no early data: 0-RTT requests can be replayed (RFC 9001 §9.2,
+/// RFC 8470), and nothing here tells a replay from a request (docs/http3.md).
+pub fn quic_server_config(tcp: &ServerConfig) -> Result<ServerConfig, TlsError> {
+    let provider = Arc::new(ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TlsError(format!("TLS 1.3 for QUIC: {e}")))?
+        .with_no_client_auth()
+        .with_cert_resolver(tcp.cert_resolver.clone());
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.ticketer = tcp.ticketer.clone();
+    config.session_storage = tcp.session_storage.clone();
+    config.send_tls13_tickets = TLS13_TICKETS;
+    config.max_early_data_size = 0;
+    Ok(config)
+}
+
 /// Tickets sent per TLS 1.3 handshake (see [`server_config`]).
 const TLS13_TICKETS: usize = 2;
 
@@ -279,6 +299,7 @@ mod tests {
         let alpn = alpn_protocols(Protocols {
             http1: true,
             http2: false,
+            http3: true,
         });
         assert_eq!(alpn, vec![b"http/1.1".to_vec()]);
         let both = alpn_protocols(Protocols::default());

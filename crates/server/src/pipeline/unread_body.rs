@@ -52,9 +52,13 @@ pub const READ_TIME: Duration = Duration::from_secs(1);
 pub fn read_before_end(
     response: Response<Body>,
     version: Version,
-    unread: RequestBody,
+    mut unread: RequestBody,
 ) -> Response<Body> {
     if version != Version::HTTP_2 || unread.is_end_stream() {
+        // HTTP/3: the server "MAY abort reading the request stream, send a complete response,
+        // and cleanly close the sending part of the stream" with H3_NO_ERROR (RFC 9114 §4.1).
+        // (A no-op for HTTP/1.1, whose connection hyper keeps in step itself.)
+        unread.stop_unread();
         return response;
     }
     response.map(|inner| {

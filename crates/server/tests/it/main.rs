@@ -15,6 +15,7 @@ mod fleet;
 mod h2spec;
 mod hostile;
 mod http2;
+mod http3;
 mod layers;
 mod lifecycle;
 mod limits;

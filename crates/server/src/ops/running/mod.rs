@@ -26,7 +26,7 @@ use crate::net::workers::Workers;
 use crate::ops::admin::SharedZones;
 use crate::shared::cpu::CpuLoad;
 use crate::shared::metrics::Metrics;
-use sockets::{AdminSlot, LiveAdmin, LiveListener, Slot, Sockets};
+use sockets::{AdminSlot, LiveAdmin, LiveListener, LiveQuic, Slot, Sockets};
 use state::State;
 pub use summary::{Changes, ReloadSummary};
 
@@ -174,6 +174,9 @@ impl RunningServer {
         let running = self.running.into_inner();
         for listener in &running.listeners {
             let _ = listener.stop.send(true);
+            if let Some(quic) = &listener.quic {
+                let _ = quic.stop.send(true);
+            }
         }
         if let Some(admin) = &running.admin {
             let _ = admin.stop.send(true);
@@ -212,7 +215,7 @@ impl Running {
             .retain_cache_zones(|name| new.zones.zone(name).is_some());
         self.admin_zones.store(Arc::new(new.zones.clone()));
         if let Some(config) = &new.config {
-            self.commit_listeners(config, listeners, sockets.listeners);
+            self.commit_listeners(config, listeners, sockets.listeners, sockets.quic);
             self.commit_admin(config, sockets.admin);
         }
         // The old state goes here; what in-flight requests still hold of it goes with them.
@@ -252,10 +255,19 @@ impl Running {
         });
     }
 
-    fn commit_listeners(&mut self, config: &Config, states: Vec<ListenerState>, slots: Vec<Slot>) {
+    fn commit_listeners(
+        &mut self,
+        config: &Config,
+        states: Vec<ListenerState>,
+        slots: Vec<Slot>,
+        quic: Vec<Option<crate::net::h3::Endpoint>>,
+    ) {
         let mut old: Vec<Option<LiveListener>> = self.listeners.drain(..).map(Some).collect();
-        for ((listener, state), slot) in config.listeners.iter().zip(states).zip(slots) {
-            let task = &state.task;
+        for (((listener, state), slot), new_quic) in
+            config.listeners.iter().zip(states).zip(slots).zip(quic)
+        {
+            let task = state.task.clone();
+            let task = &task;
             let bound = |address| BoundListener {
                 name: task.name.clone(),
                 address,
@@ -289,11 +301,14 @@ impl Running {
                         bound,
                         state: shared,
                         stop,
+                        quic: None,
                     }
                 }
                 // A kept slot always names a running listener (bind matched it by index).
                 (None, Slot::Kept(_)) => continue,
             };
+            let mut live = live;
+            self.commit_quic(&mut live, task.h3.as_ref(), new_quic);
             self.listeners.push(live);
         }
         for removed in old.into_iter().flatten() {
@@ -303,7 +318,47 @@ impl Running {
                 removed.bound.address
             );
             let _ = removed.stop.send(true);
+            if let Some(quic) = &removed.quic {
+                let _ = quic.stop.send(true);
+            }
         }
+    }
+
+    /// A listener's QUIC side after a commit: the running endpoint takes the new settings
+    /// (certificates and limits for new handshakes; the socket stays), a newly bound one starts
+    /// accepting, and one whose listener no longer has `h3` stops (its connections drain).
+    fn commit_quic(
+        &self,
+        live: &mut LiveListener,
+        settings: Option<&crate::net::h3::Settings>,
+        new: Option<crate::net::h3::Endpoint>,
+    ) {
+        let Some(settings) = settings else {
+            if let Some(old) = live.quic.take() {
+                tracing::info!(listener = %live.bound.name, "HTTP/3 off: its connections drain");
+                let _ = old.stop.send(true);
+            }
+            return;
+        };
+        if let Some(running) = &live.quic {
+            running.endpoint.reconfigure(settings);
+            return;
+        }
+        let Some(endpoint) = new else { return };
+        endpoint.reconfigure(settings);
+        tracing::info!(
+            listener = %live.bound.name,
+            "HTTP/3 on udp://{}",
+            endpoint.local_addr().unwrap_or(live.bound.address)
+        );
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(crate::net::h3::accept_loop(
+            endpoint.clone(),
+            live.state.clone(),
+            stopped,
+            self.drain.clone(),
+        ));
+        live.quic = Some(LiveQuic { endpoint, stop });
     }
 
     fn commit_admin(&mut self, config: &Config, slot: AdminSlot) {

@@ -122,6 +122,7 @@ pub(super) async fn build(
         };
         listener_slots.insert(listener.name.clone(), slots.clone());
         // Certificates are read here, so a reload rotates them for new handshakes.
+        let mut h3 = None;
         let acceptor = match &listener.tls {
             Some(t) => {
                 let failed = |e| StartError(format!("listener `{}`: {e}", listener.name));
@@ -135,6 +136,12 @@ pub(super) async fn build(
                 let config =
                     tls::server_config(t, listener.protocols, &sessions).map_err(failed)?;
                 resumption.insert(listener.name.clone(), sessions);
+                if listener.protocols.http3 {
+                    let settings =
+                        crate::net::h3::Settings::new(&config, &listener.limits, &listener.http3)
+                            .map_err(failed)?;
+                    h3 = Some(settings);
+                }
                 Some(TlsAcceptor::from(config))
             }
             None => None,
@@ -154,7 +161,8 @@ pub(super) async fn build(
             listener.limits.clone(),
             listener.proxy_protocol,
             metrics.listener(&listener.name),
-        );
+        )
+        .with_h3(h3);
         tasks.push(ListenerState {
             task: Arc::new(task),
             pipeline: Arc::new(pipeline),

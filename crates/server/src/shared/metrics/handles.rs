@@ -347,6 +347,8 @@ pub struct ListenerMetrics {
     pub(super) proxy_protocol_errors: Counter,
     /// Times accepting paused at `[listener, server]` `max_connections`.
     pub(super) limit_reached: [Counter; 2],
+    /// Requests by HTTP version, QUIC Retries.
+    pub(super) protocol: super::protocol::ProtocolMetrics,
 }
 
 impl ListenerMetrics {
@@ -375,6 +377,21 @@ impl ListenerMetrics {
         Parked {
             parked: self.parked.clone(),
         }
+    }
+
+    /// A request arrived in `version` (counted by the front end that read it).
+    pub fn request(&self, version: http::Version) {
+        self.protocol.request(version);
+    }
+
+    /// The per-protocol counters alone, for a connection to hold (cheaper to clone than all).
+    pub fn protocols(&self) -> super::protocol::ProtocolMetrics {
+        self.protocol.clone()
+    }
+
+    /// A QUIC Retry was sent to validate a client's address.
+    pub fn quic_retry(&self) {
+        self.protocol.quic_retry();
     }
 
     /// A TLS handshake failed or timed out (the connection is closed and counted closed as usual).

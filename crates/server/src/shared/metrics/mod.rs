@@ -19,6 +19,7 @@ mod handles;
 mod histogram;
 mod labels;
 pub mod limits;
+pub mod protocol;
 #[cfg(test)]
 mod tests;
 mod tunnel;
@@ -87,7 +88,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 44] = [
+pub const ALL_NAMES: [&str; 46] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -122,6 +123,8 @@ pub const ALL_NAMES: [&str; 44] = [
     limits::UPSTREAM_QUEUED,
     limits::UPSTREAM_QUEUE_REJECTED_TOTAL,
     limits::ACCESS_LOG_DROPPED_TOTAL,
+    protocol::PROTOCOL_REQUESTS_TOTAL,
+    protocol::QUIC_RETRIES_TOTAL,
     compress_cpu::COMPRESS_LEVEL,
     compress_cpu::PROCESS_CPU_PERCENT,
     dictionary::DICTIONARY_OFFERED_TOTAL,
@@ -179,6 +182,7 @@ pub struct Metrics {
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
     access: access::AccessFamilies,
+    protocol: protocol::ProtocolFamilies,
     compress_cpu: compress_cpu::CompressCpuFamilies,
     dictionaries: dictionary::DictionaryFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
@@ -334,6 +338,7 @@ impl Metrics {
         );
         let limits = limits::LimitFamilies::register(r);
         let access = access::AccessFamilies::register(r);
+        let protocol = protocol::ProtocolFamilies::register(r);
         let compress_cpu = compress_cpu::CompressCpuFamilies::register(r);
         let dictionaries = dictionary::DictionaryFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
@@ -383,6 +388,7 @@ impl Metrics {
             tunnels,
             limits,
             access,
+            protocol,
             compress_cpu,
             dictionaries,
             watches: Watches::default(),
@@ -639,6 +645,7 @@ impl Metrics {
             tls_failures: self.tls_failures.get_or_create_owned(&labels),
             proxy_protocol_errors: self.proxy_protocol_errors.get_or_create_owned(&labels),
             limit_reached: self.limits.connection_limit(listener),
+            protocol: self.protocol.listener(listener),
         }
     }
 

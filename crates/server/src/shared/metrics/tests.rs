@@ -73,6 +73,8 @@ fn exercised() -> Arc<Metrics> {
     let listener = m.listener("main");
     listener.connection_opened();
     listener.tls_handshake_failed();
+    listener.request(http::Version::HTTP_3);
+    listener.quic_retry();
     listener.proxy_protocol_failed();
     listener.listener_limit_reached();
     m.request_limits("main")

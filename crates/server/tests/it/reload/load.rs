@@ -1,6 +1,7 @@
-//! The acceptance test of reload: 50 clients (HTTP/1.1 and HTTP/2, cleartext and TLS) keep
-//! requesting while 20 reloads add and remove a route, change an upstream's servers and rotate
-//! the certificate, and a bad config is sent in the middle: zero failed requests.
+//! The acceptance test of reload: 50 clients (HTTP/1.1 and HTTP/2, cleartext and TLS) and 10
+//! HTTP/3 clients keep requesting while 20 reloads add and remove a route, change an upstream's
+//! servers and rotate the certificate (over TCP and QUIC), and a bad config is sent in the
+//! middle: zero failed requests.
 //!
 //! 15 s by default so the suite stays quick on 2 cores; `SLUICE_RELOAD_LOAD_SECS=60` runs the
 //! full minute (docs/operations.md records a run). Each client paces itself (one request per
@@ -12,10 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use sluice_testkit::http3::H3Client;
 use sluice_testkit::{Offer, client, start_origin, start_toml_in, tls_client};
 use tokio::time::Instant;
 
 const CLIENTS: usize = 50;
+/// HTTP/3 clients besides them, on the TLS listener's UDP side.
+const H3_CLIENTS: usize = 10;
 const RELOADS: u32 = 20;
 /// Requests a client sends on one connection before it opens a new one (and so, on TLS, makes
 /// a new handshake that sees the rotated certificate).
@@ -56,6 +60,7 @@ address = "127.0.0.1:0"
 name = "tls"
 address = "127.0.0.1:0"
 tls = {{ cert = "tls/cert.pem", key = "tls/key.pem" }}
+protocols = ["http/1.1", "h2", "h3"]
 {extra}
 [[routes]]
 name = "fixed"
@@ -174,6 +179,53 @@ async fn twenty_reloads_under_load_fail_no_request() {
         }));
     }
 
+    for _ in 0..H3_CLIENTS {
+        let tally = tally.clone();
+        clients.push(tokio::spawn(async move {
+            let mut sent = 0u32;
+            let mut pace = tokio::time::interval(PACE);
+            while Instant::now() < deadline {
+                // A new connection (and QUIC handshake) every REQUESTS_PER_CONNECTION.
+                let h3 = match H3Client::try_connect(tls).await {
+                    Ok(h3) => h3,
+                    Err(e) => {
+                        tally.fail(format!("h3 connect: {e}"));
+                        continue;
+                    }
+                };
+                for _ in 0..REQUESTS_PER_CONNECTION {
+                    pace.tick().await;
+                    let path = if sent.is_multiple_of(2) {
+                        "/hello"
+                    } else {
+                        "/fixed"
+                    };
+                    sent += 1;
+                    let req = http::Request::get(h3.url(path)).body(()).unwrap();
+                    match h3.request(req, None, None).await {
+                        Ok(resp) if resp.status() == 200 => {
+                            let fine = match path {
+                                "/fixed" => resp.body.starts_with(b"v"),
+                                _ => resp.header("x-origin").is_some() && !resp.body.is_empty(),
+                            };
+                            if fine {
+                                tally.ok.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                tally.fail(format!("h3 {path}: unexpected body {:?}", resp.body));
+                            }
+                        }
+                        Ok(resp) => tally.fail(format!("h3 {path}: {}", resp.status())),
+                        Err(e) => tally.fail(format!("h3 {path}: {e}")),
+                    }
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                }
+            }
+            sent
+        }));
+    }
+
     // 20 reloads spread over the run, a bad config after the tenth.
     let start = Instant::now();
     let step = run_for / (RELOADS + 1);
@@ -195,6 +247,12 @@ async fn twenty_reloads_under_load_fail_no_request() {
         assert_eq!(extra.status(), expected, "/extra after reload {i}");
         let presented = crate::tls::peer_certificate(tls, "localhost").await;
         assert_eq!(presented, leaf, "the certificate after reload {i}");
+        // The QUIC side's new handshakes too, on the UDP socket kept across the reload.
+        let over_quic = H3Client::connect(tls).await.peer_certificate();
+        assert_eq!(
+            over_quic, leaf,
+            "the certificate over QUIC after reload {i}"
+        );
         if i == RELOADS / 2 {
             let refused = server
                 .reload_toml("[[listeners]]\naddres = \"127.0.0.1:0\"\n")
@@ -204,7 +262,7 @@ async fn twenty_reloads_under_load_fail_no_request() {
             std::fs::write(dir.join("sluice.toml"), version(i, a.addr, b.addr)).unwrap();
         }
     }
-    let mut sent = Vec::with_capacity(CLIENTS);
+    let mut sent = Vec::with_capacity(CLIENTS + H3_CLIENTS);
     for client in clients {
         sent.push(client.await.unwrap());
     }
@@ -213,7 +271,7 @@ async fn twenty_reloads_under_load_fail_no_request() {
         tally.failed.load(Ordering::Relaxed),
     );
     eprintln!(
-        "reload under load: {}s, {CLIENTS} clients, {RELOADS} reloads + 1 refused: {ok} requests ok, {failed} failed",
+        "reload under load: {}s, {CLIENTS} + {H3_CLIENTS} h3 clients, {RELOADS} reloads + 1 refused: {ok} requests ok, {failed} failed",
         run_for.as_secs()
     );
     assert_eq!(
