@@ -140,80 +140,14 @@ pub fn run(
     let load = Loader { args, ctx, runs };
     let mut results: Vec<BundleResult> = pairs.iter().map(references).collect();
 
-    // sluice, static route.
-    eprintln!("[{GROUP}] sluice static");
-    let dir = work_dir(ctx, "sluice-static")?;
-    match start_sluice(ctx, &dir, &static_config(ctx, &site, &pairs)) {
-        Ok((process, endpoint)) => {
-            for (pair, result) in pairs.iter().zip(&mut results) {
-                let rows = sluice_rows(&rt, &load, &process, &endpoint, pair, "sluice static");
-                result.rows.extend(rows);
-            }
-            process.stop();
-        }
-        Err(why) => add_failed(&mut results, "sluice static", &why),
+    let sluice = args.targets.contains(&TargetKind::Sluice);
+    let nginx = args.targets.contains(&TargetKind::Nginx);
+    if sluice {
+        sluice_servers(&rt, &load, ctx, &site, &pairs, &mut results)?;
     }
-
-    // sluice, cached proxy route in front of an (unmeasured) sluice serving the files.
-    eprintln!("[{GROUP}] sluice cached proxy");
-    let origin_dir = work_dir(ctx, "origin")?;
-    match start_sluice(ctx, &origin_dir, &origin_config(&site)) {
-        Ok((origin, origin_endpoint)) => {
-            let dir = work_dir(ctx, "sluice-proxy")?;
-            let (config, refused) = proxy_config(ctx, &dir, origin_endpoint.addr, &pairs);
-            match start_sluice(ctx, &dir, &config) {
-                Ok((process, endpoint)) => {
-                    for (pair, result) in pairs.iter().zip(&mut results) {
-                        let mut rows = sluice_rows(
-                            &rt,
-                            &load,
-                            &process,
-                            &endpoint,
-                            pair,
-                            "sluice cached proxy",
-                        );
-                        if let Some(why) = &refused {
-                            for row in rows.iter_mut().filter(|r| r.coding.starts_with("dc")) {
-                                row.problem = format!("not supported: {why}");
-                            }
-                        }
-                        result.rows.extend(rows);
-                    }
-                    process.stop();
-                }
-                Err(why) => add_failed(&mut results, "sluice cached proxy", &why),
-            }
-            origin.stop();
-        }
-        Err(why) => add_failed(
-            &mut results,
-            "sluice cached proxy",
-            &format!("origin: {why}"),
-        ),
+    if nginx {
+        nginx_server(&rt, &load, ctx, &site, &pairs, &mut results);
     }
-
-    // nginx, gzip_static (its best on Debian: no brotli, no zstd, no dictionaries).
-    eprintln!("[{GROUP}] nginx static");
-    match start_nginx(ctx, &site) {
-        Ok(running) => {
-            for (pair, result) in pairs.iter().zip(&mut results) {
-                let row = measure_row(
-                    &rt,
-                    &load,
-                    running.pid(),
-                    &running.endpoint,
-                    pair,
-                    "nginx static",
-                    "gzip",
-                    "gzip_static: .gz sidecar, level 9",
-                );
-                result.rows.push(row);
-            }
-            running.process.stop();
-        }
-        Err(why) => add_failed(&mut results, "nginx static", &why),
-    }
-
     for result in &mut results {
         result.bounds = bounds(result);
     }
@@ -230,6 +164,89 @@ pub fn run(
     let json = serde_json::to_vec_pretty(&report).map_err(|e| format!("dictionaries.json: {e}"))?;
     write(&out.join("dictionaries.json"), &json)?;
     Ok(Some(report))
+}
+
+/// sluice's rows: a static route, then a cached proxy route in front of an (unmeasured) sluice
+/// serving the same files.
+fn sluice_servers(
+    rt: &tokio::runtime::Runtime,
+    load: &Loader<'_>,
+    ctx: &Context,
+    site: &Path,
+    pairs: &[Pair],
+    results: &mut [BundleResult],
+) -> Result<(), String> {
+    eprintln!("[{GROUP}] sluice static");
+    let dir = work_dir(ctx, "sluice-static")?;
+    match start_sluice(ctx, &dir, &static_config(ctx, site, pairs)) {
+        Ok((process, endpoint)) => {
+            for (pair, result) in pairs.iter().zip(results.iter_mut()) {
+                let rows = sluice_rows(rt, load, &process, &endpoint, pair, "sluice static");
+                result.rows.extend(rows);
+            }
+            process.stop();
+        }
+        Err(why) => add_failed(results, "sluice static", &why),
+    }
+
+    eprintln!("[{GROUP}] sluice cached proxy");
+    let origin_dir = work_dir(ctx, "origin")?;
+    match start_sluice(ctx, &origin_dir, &origin_config(site)) {
+        Ok((origin, origin_endpoint)) => {
+            let dir = work_dir(ctx, "sluice-proxy")?;
+            let (config, refused) = proxy_config(ctx, &dir, origin_endpoint.addr, pairs);
+            match start_sluice(ctx, &dir, &config) {
+                Ok((process, endpoint)) => {
+                    for (pair, result) in pairs.iter().zip(results.iter_mut()) {
+                        let mut rows =
+                            sluice_rows(rt, load, &process, &endpoint, pair, "sluice cached proxy");
+                        if let Some(why) = &refused {
+                            for row in rows.iter_mut().filter(|r| r.coding.starts_with("dc")) {
+                                row.problem = format!("not supported: {why}");
+                            }
+                        }
+                        result.rows.extend(rows);
+                    }
+                    process.stop();
+                }
+                Err(why) => add_failed(results, "sluice cached proxy", &why),
+            }
+            origin.stop();
+        }
+        Err(why) => add_failed(results, "sluice cached proxy", &format!("origin: {why}")),
+    }
+    Ok(())
+}
+
+/// nginx's row: `gzip_static`, its best on Debian (no brotli, no zstd, no dictionaries).
+fn nginx_server(
+    rt: &tokio::runtime::Runtime,
+    load: &Loader<'_>,
+    ctx: &Context,
+    site: &Path,
+    pairs: &[Pair],
+    results: &mut [BundleResult],
+) {
+    eprintln!("[{GROUP}] nginx static");
+    match start_nginx(ctx, site) {
+        Ok(running) => {
+            for (pair, result) in pairs.iter().zip(results.iter_mut()) {
+                let row = measure_row(
+                    rt,
+                    load,
+                    running.pid(),
+                    &running.endpoint,
+                    pair,
+                    "nginx static",
+                    "gzip",
+                    "gzip_static: .gz sidecar, level 9",
+                );
+                result.rows.push(row);
+            }
+            running.process.stop();
+        }
+        Err(why) => add_failed(results, "nginx static", &why),
+    }
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
