@@ -41,7 +41,10 @@ fn skip_uncached(test: &str) -> bool {
 fn zstd_program(test: &str) -> bool {
     let present = Command::new("zstd").arg("--version").output().is_ok();
     if !present {
-        common::skip(test, "the zstd program is not installed (apt-get install zstd)");
+        common::skip(
+            test,
+            "the zstd program is not installed (apt-get install zstd)",
+        );
     }
     present
 }
@@ -75,7 +78,10 @@ fn releases() -> (Vec<u8>, Vec<u8>) {
         (0..3_000u32)
             .map(|i| {
                 let edit = if i % 700 == 0 { n } else { 0 };
-                format!("function f{i}(a){{return a*{}+{edit}}}\n", (i * 7919) % 1000)
+                format!(
+                    "function f{i}(a){{return a*{}+{edit}}}\n",
+                    (i * 7919) % 1000
+                )
             })
             .collect::<String>()
             .into_bytes()
@@ -181,4 +187,44 @@ fn a_bound_that_does_not_hold_is_reported_with_its_figures() {
     assert_eq!(bounds.len(), 3);
     assert!(!bounds[0].holds && bounds[0].measured.is_none());
     assert!(!bounds.iter().any(|b| b.what.contains("dcb bytes")));
+}
+
+#[test]
+fn the_static_config_loads_with_a_managed_dictionary_and_compression_on_every_bundle_route() {
+    use sluice_bench::dictionaries::bundles::Pair;
+    use sluice_bench::target::Context;
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    let pairs: Vec<Pair> = BUNDLES
+        .iter()
+        .map(|b| Pair {
+            bundle: *b,
+            old: Default::default(),
+            new: Default::default(),
+        })
+        .collect();
+    let toml = dictionaries::static_config(&Context::for_tests(dir.path()), &site, &pairs)
+        .replace("{addr}", "127.0.0.1:8080");
+    let path = dir.path().join("sluice.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let config = match sluice_config::load(&path) {
+        Ok(config) => config,
+        Err(diagnostics) => panic!("{toml}\n{diagnostics}"),
+    };
+    let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["vue", "react-dom", "jquery"]);
+    for route in &config.routes {
+        assert!(route.compress.is_some(), "{}", route.name);
+        let dictionary = route.dictionary.as_ref().unwrap();
+        assert!(
+            matches!(
+                &dictionary.mode,
+                sluice_config::model::DictionaryMode::Managed { match_dest, id: None, .. }
+                    if match_dest.is_empty()
+            ),
+            "{}: {dictionary:?}",
+            route.name
+        );
+    }
 }
