@@ -18,6 +18,7 @@
 pub mod baseline;
 pub mod check;
 pub mod client;
+pub mod dictionaries;
 pub mod driver;
 pub mod expected;
 pub mod fixtures;
@@ -115,6 +116,10 @@ pub struct RunArgs {
     /// CPUs of the load generator and the demo origins.
     #[arg(long, default_value = "1")]
     pub load_cpus: String,
+    /// Where the `dictionaries` group keeps the npm tarballs it fetches (default
+    /// `target/bench-npm`): a second run reads them and needs no network.
+    #[arg(long, value_name = "DIR")]
+    pub npm_cache: Option<PathBuf>,
     /// Worker threads (sluice, baseline, HAProxy's nbthread, Caddy's GOMAXPROCS) or processes
     /// (nginx) of the server (Varnish: one thread pool, a thread per connection).
     #[arg(long, default_value_t = 1)]
@@ -173,5 +178,14 @@ fn list() {
                 labels.join(" ")
             );
         }
+    }
+    println!("{}: {}", dictionaries::GROUP, dictionaries::ABOUT);
+    for b in dictionaries::bundles::BUNDLES {
+        println!(
+            "  {:<22} GET {} then {}",
+            b.name,
+            b.path(b.old),
+            b.path(b.new)
+        );
     }
 }

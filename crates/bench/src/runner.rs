@@ -21,7 +21,19 @@ use crate::{machine, report, sampler};
 
 /// Run the selected scenarios and write the report into `args.out`; returns the report.
 pub fn run(args: &RunArgs) -> Result<Report, String> {
-    let scenarios = select(&args.selectors, args.quick)?;
+    // The `dictionaries` group is not in the scenario table (dictionaries/mod.rs says why): it
+    // runs after the scenarios, when named or when the whole suite runs.
+    let (dictionaries_named, rest): (Vec<&String>, Vec<&String>) = args
+        .selectors
+        .iter()
+        .partition(|s| s.as_str() == crate::dictionaries::GROUP);
+    let rest: Vec<String> = rest.into_iter().cloned().collect();
+    let with_dictionaries = !dictionaries_named.is_empty() || args.selectors.is_empty();
+    let scenarios = if rest.is_empty() && with_dictionaries && !args.selectors.is_empty() {
+        Vec::new()
+    } else {
+        select(&rest, args.quick)?
+    };
     let most_connections = scenarios
         .iter()
         .map(|s| s.load.concurrency())
@@ -98,11 +110,26 @@ pub fn run(args: &RunArgs) -> Result<Report, String> {
         eprintln!("    ({:.1} s)", started.elapsed().as_secs_f64());
         report.results.extend(results);
     }
+    report::write(&out, &report).map_err(|e| format!("writing the report: {e}"))?;
+    if with_dictionaries {
+        let started = Instant::now();
+        crate::dictionaries::run(
+            args,
+            &ctx,
+            &out,
+            report.started_at.clone(),
+            report.commit.clone(),
+        )?;
+        eprintln!(
+            "    ({} group: {:.1} s)",
+            crate::dictionaries::GROUP,
+            started.elapsed().as_secs_f64()
+        );
+    }
     eprintln!(
         "the whole run took {:.0} s",
         whole_run.elapsed().as_secs_f64()
     );
-    report::write(&out, &report).map_err(|e| format!("writing the report: {e}"))?;
     eprintln!("report: {}", out.display());
     Ok(report)
 }

@@ -20,6 +20,12 @@ pub fn start(
     dir: &Path,
 ) -> Result<Process, StartError> {
     let toml = config(scenario, ctx, origins, addr)?;
+    start_toml(&toml, ctx, dir)
+}
+
+/// Write `toml` as `dir/sluice.toml`, have `sluice check` accept it (a refusal is "not
+/// supported", with its first line), and start `sluice serve` on it pinned to the server CPUs.
+pub fn start_toml(toml: &str, ctx: &Context, dir: &Path) -> Result<Process, StartError> {
     let path = dir.join("sluice.toml");
     std::fs::write(&path, toml)
         .map_err(|e| StartError::Failed(format!("writing {}: {e}", path.display())))?;
