@@ -22,19 +22,18 @@ fn cache() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-npm")
 }
 
-/// Not strict: nothing installs the tarballs for the test suite (they come from the registry
-/// on the lab's first run), so a missing cache is said loudly and the test returns.
+/// Whether the tarballs are missing: said loudly and the test returns, or, under
+/// SLUICE_TEST_STRICT (scripts/test fetches them into target/bench-npm), a failure.
 fn skip_uncached(test: &str) -> bool {
-    use std::io::Write as _;
     if bundles::all_cached(&cache()) {
         return false;
     }
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "\n*** SKIPPED {test}: the npm tarballs are not in {} (run `sluice bench run \
-         dictionaries` once with the registry reachable). ***\n",
+    let what = format!(
+        "the npm tarballs are not in {} (scripts/test fetches them; or run `sluice bench run \
+         dictionaries` once with the registry reachable)",
         cache().display()
     );
+    common::skip(test, &what);
     true
 }
 

@@ -58,8 +58,8 @@ fn npm_cache() -> std::path::PathBuf {
 /// Issue 22's acceptance on real releases (vue, react-dom, jquery), against this sluice: every
 /// delta decodes to the new release (the lab checks each body), `dcz` is no larger than the
 /// `zstd` program's `-19 -D old new` plus its 40-byte header, `dcb` is at most a tenth of
-/// brotli 11 on the patch releases. Needs the tarballs cached (no network here): skipped
-/// loudly otherwise, never strict (nothing installs them for the test suite). The CPU bound
+/// brotli 11 on the patch releases. Needs the tarballs cached (no network here; scripts/test
+/// fetches them): skipped loudly otherwise, a failure under SLUICE_TEST_STRICT. The CPU bound
 /// (a stored delta costs no more than a stored br hit) is the lab's, from a release build:
 /// a debug build's CPU figures on a shared machine are not a stable test.
 #[test]
@@ -76,12 +76,19 @@ fn the_dictionaries_group_meets_issue_22s_byte_bounds_on_real_releases() {
     .chain(&["jquery-3.7.0", "jquery-3.7.1"])
     .all(|t| cache.join(format!("{t}.tgz")).is_file());
     if !cached {
+        let what = format!(
+            "the npm tarballs are not in {} (scripts/test fetches them; or run `sluice bench run \
+             dictionaries` once with the registry reachable)",
+            cache.display()
+        );
+        assert!(
+            !sluice_testkit::external::strict(),
+            "{what}, and SLUICE_TEST_STRICT forbids skipping"
+        );
         let _ = writeln!(
             std::io::stderr().lock(),
             "\n*** SKIPPED the_dictionaries_group_meets_issue_22s_byte_bounds_on_real_releases: \
-             the npm tarballs are not in {} (run `sluice bench run dictionaries` once with the \
-             registry reachable). ***\n",
-            cache.display()
+             {what}. ***\n"
         );
         return;
     }

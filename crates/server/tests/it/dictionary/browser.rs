@@ -134,6 +134,8 @@ async fn chromium_decodes_dcz_and_dcb_deltas_over_http_and_https() {
         ("/dcb/", r#"{ match = "/dcb/*.v*.js", codings = ["dcb"] }"#),
         ("/auto-dcz/", r#"{ auto = true, codings = ["dcz"] }"#),
         ("/auto-dcb/", r#"{ auto = true, codings = ["dcb"] }"#),
+        // Nothing configured beyond turning it on.
+        ("/auto/", r#""auto""#),
     ] {
         routes.push_str(&format!(
             r#"
@@ -194,6 +196,7 @@ async fn chromium_decodes_dcz_and_dcb_deltas_over_http_and_https() {
             "/auto-dcb/lib-1.0.0.js",
             "/auto-dcb/lib-1.0.1.js",
         ),
+        (&tls, "dcz", "/auto/lib-1.0.0.js", "/auto/lib-1.0.1.js"),
         (&plain, "dcz", "/dcz/magic.v1.js", "/dcz/magic.v2.js"),
     ];
     for (base, coding, v1, v2) in cases {
