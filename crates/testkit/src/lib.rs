@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
 
+pub mod browser;
 pub mod external;
 pub mod http3;
 pub mod independent;

@@ -62,21 +62,9 @@ fn spki_hash(key_pem: &str) -> String {
 /// Run Chromium on `url` and return what the page wrote, as JSON.
 async fn chromium(chromium: &Path, url: &str, spki: &str) -> serde_json::Value {
     let profile = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new("timeout");
-    cmd.arg("90")
-        .arg(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
-            "--virtual-time-budget=30000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
+    let mut cmd = sluice_testkit::browser::headless(chromium, profile.path(), 90);
+    cmd.arg("--virtual-time-budget=30000")
         .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
-        .arg("--dump-dom")
         .arg(url);
     // Off the runtime: the server under test runs on it.
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())

@@ -40,20 +40,9 @@ fn spki_hash(key_pem: &str) -> String {
 }
 
 fn chromium(program: &Path, profile: &Path, port: u16, spki: &str, force_quic: bool) -> Command {
-    let mut command = Command::new(program);
+    let mut command = sluice_testkit::browser::headless(program, profile, 60);
     command
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--virtual-time-budget=10000")
         .arg(format!("--ignore-certificate-errors-spki-list={spki}"));
     if force_quic {
         command.arg(format!("--origin-to-force-quic-on=127.0.0.1:{port}"));
