@@ -2,7 +2,7 @@
 //! arguments (clap) and hands the library (`sluice_server`) a typed config or a task.
 //!
 //! Command names are a contract with users and docs: `serve`, `check`, `reload`, `file-server`,
-//! `origin`, `cert`, `reverse-proxy`, `demo`, `precompress`, `bench`. The process lifecycle
+//! `origin`, `cert`, `reverse-proxy`, `demo`, `precompress`, `bench`, `completions`, `man`. The process lifecycle
 //! (runtime, signals, drain, reload, pid file) is the library's `ops::lifecycle`.
 //!
 //! The allocator is mimalloc rather than glibc's malloc. A proxied 340 KB response passes
@@ -20,13 +20,14 @@ mod cert;
 mod demo;
 mod fleet_notes;
 mod origin;
+mod package;
 mod precompress;
 mod quick;
 mod serve;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use sluice_server::ops::lifecycle::fail;
 
 #[cfg(not(feature = "system-alloc"))]
@@ -88,6 +89,10 @@ enum Command {
     /// Write .gz/.br/.zst files beside the compressible files of a directory, for static
     /// routes with `precompressed` on.
     Precompress(precompress::PrecompressArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(package::CompletionsArgs),
+    /// Print the manual page (troff), or write one page per command with `--out-dir`.
+    Man(package::ManArgs),
 }
 
 #[derive(Args, Clone)]
@@ -107,7 +112,7 @@ impl Command {
         use sluice_bench::BenchSubcommand;
         match self {
             Command::Check { .. } | Command::Reload { .. } | Command::Cert(_) => true,
-            Command::Precompress(_) => true,
+            Command::Precompress(_) | Command::Completions(_) | Command::Man(_) => true,
             Command::Bench(bench) => matches!(
                 bench.command,
                 BenchSubcommand::List | BenchSubcommand::Report { .. }
@@ -162,5 +167,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Bench(cmd) => sluice_bench::main(cmd),
         Command::Precompress(args) => precompress::run(args),
+        Command::Completions(args) => package::completions(&args, Cli::command()),
+        Command::Man(args) => package::man(&args, Cli::command()),
     }
 }

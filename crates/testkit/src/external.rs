@@ -50,6 +50,22 @@ pub fn require(program: &str, install: &str) -> Option<PathBuf> {
     }
 }
 
+/// A file a step before the tests makes (the Debian package `scripts/test` builds), named by the
+/// environment variable `variable`: its path, or, when the variable is unset or names no file, the
+/// same skip or failure as a missing program, with `make` as the command that makes it.
+pub fn require_file(variable: &str, make: &str) -> Option<PathBuf> {
+    match std::env::var_os(variable).map(PathBuf::from) {
+        Some(path) if path.is_file() => Some(path),
+        _ => {
+            let message = format!(
+                "${variable} names no file; make one with `{make}` and set ${variable} to its \
+                 path, or run scripts/test, which does"
+            );
+            skip_or_fail(&message, strict())
+        }
+    }
+}
+
 /// The skip (`None`, said loudly) or, when `strict`, the failure for a missing `program`.
 fn missing(program: &str, install: &str, strict: bool) -> Option<PathBuf> {
     let message = format!(
@@ -57,6 +73,11 @@ fn missing(program: &str, install: &str, strict: bool) -> Option<PathBuf> {
          install it with `{install}`, or run scripts/test, which installs what the suites need",
         variable(program)
     );
+    skip_or_fail(&message, strict)
+}
+
+/// `None` after a loud SKIPPED line with `message`, or, when `strict`, a panic with it.
+fn skip_or_fail(message: &str, strict: bool) -> Option<PathBuf> {
     if strict {
         panic!("{message} ({STRICT_VAR} is set, so this is a failure, not a skip)");
     }

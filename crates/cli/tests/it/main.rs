@@ -10,6 +10,7 @@ mod bench;
 mod cli;
 mod decompress;
 mod memory;
+mod packaging;
 mod precompress;
 mod quick;
 mod reload;

@@ -14,7 +14,7 @@ fn sluice() -> Command {
 }
 
 /// A running `sluice serve`, with every line it logs.
-struct Serving {
+pub(crate) struct Serving {
     child: Option<Child>,
     lines: mpsc::Receiver<String>,
     addr: std::net::SocketAddr,
@@ -22,9 +22,15 @@ struct Serving {
 
 impl Serving {
     fn start(config: &std::path::Path) -> Self {
-        let mut child = sluice()
-            .args(["serve", "-c"])
-            .arg(config)
+        let mut command = sluice();
+        command.args(["serve", "-c"]).arg(config);
+        Self::spawn(command)
+    }
+
+    /// Run `command` (a `sluice serve`, perhaps another binary or as another user) and wait for
+    /// its first listener's address in the log.
+    pub(crate) fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -46,6 +52,10 @@ impl Serving {
         let addr = line.split("listening on http://").nth(1).unwrap();
         serving.addr = addr.split_whitespace().next().unwrap().parse().unwrap();
         serving
+    }
+
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.addr
     }
 
     /// The first line (from now on) containing `text`, with the lines before it joined in.
@@ -75,7 +85,7 @@ impl Serving {
     }
 
     /// SIGTERM, and whether it exited successfully.
-    fn stop(mut self) -> bool {
+    pub(crate) fn stop(mut self) -> bool {
         let child = self.child.take().unwrap();
         crate::cli::terminate(child)
     }
