@@ -2,7 +2,7 @@
 //! arguments (clap) and hands the library (`sluice_server`) a typed config or a task.
 //!
 //! Command names are a contract with users and docs: `serve`, `check`, `reload`, `file-server`,
-//! `origin`, `cert`, `reverse-proxy`, `demo`, `precompress`, `bench`. The process lifecycle
+//! `origin`, `cert`, `reverse-proxy`, `demo`, `precompress`, `bench`, `import`. The process lifecycle
 //! (runtime, signals, drain, reload, pid file) is the library's `ops::lifecycle`.
 //!
 //! The allocator is mimalloc rather than glibc's malloc. A proxied 340 KB response passes
@@ -19,6 +19,7 @@
 mod cert;
 mod demo;
 mod fleet_notes;
+mod import;
 mod origin;
 mod precompress;
 mod quick;
@@ -88,6 +89,10 @@ enum Command {
     /// Write .gz/.br/.zst files beside the compressible files of a directory, for static
     /// routes with `precompressed` on.
     Precompress(precompress::PrecompressArgs),
+    /// Translate an nginx configuration into a commented sluice configuration. Exit status:
+    /// 0 all translated, 1 some directives left out (listed on stderr and in the output),
+    /// 2 the nginx configuration cannot be read, 3 the output does not pass `sluice check`.
+    Import(import::ImportArgs),
 }
 
 #[derive(Args, Clone)]
@@ -107,7 +112,7 @@ impl Command {
         use sluice_bench::BenchSubcommand;
         match self {
             Command::Check { .. } | Command::Reload { .. } | Command::Cert(_) => true,
-            Command::Precompress(_) => true,
+            Command::Precompress(_) | Command::Import(_) => true,
             Command::Bench(bench) => matches!(
                 bench.command,
                 BenchSubcommand::List | BenchSubcommand::Report { .. }
@@ -162,5 +167,6 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Bench(cmd) => sluice_bench::main(cmd),
         Command::Precompress(args) => precompress::run(args),
+        Command::Import(args) => import::run(&args),
     }
 }
