@@ -322,6 +322,9 @@ fn unneeded_reason(name: &str) -> Option<&'static str> {
         | "output_buffers"
         | "postpone_output"
         | "gzip_buffers" => "sluice streams bodies both ways with its own bounded buffers",
+        "keepalive_requests" => {
+            "sluice keeps a client connection open for any number of requests (it does not grow with them)"
+        }
         "proxy_http_version" => {
             "sluice speaks HTTP/1.1 with keep-alive to upstreams (or HTTP/2 with `http2 = true`)"
         }
