@@ -121,11 +121,13 @@ pub(crate) fn lex(text: &str, file: &Path) -> Result<Vec<(Token, u32)>, ParseErr
                             return Err(err(start, format!("unterminated {quote}quoted string")));
                         }
                         Some(c) if c == quote => break,
+                        // nginx's escapes: \" \' \\ drop the backslash, \t \r \n are
+                        // control characters, any other keeps it (`\.` in a regex).
                         Some('\\') => match chars.next() {
                             Some('n') => word.push('\n'),
                             Some('t') => word.push('\t'),
                             Some('r') => word.push('\r'),
-                            Some(c) if c == quote || c == '\\' => word.push(c),
+                            Some(c @ ('"' | '\'' | '\\')) => word.push(c),
                             Some(c) => {
                                 if c == '\n' {
                                     line += 1;
@@ -175,8 +177,18 @@ pub(crate) fn lex(text: &str, file: &Path) -> Result<Vec<(Token, u32)>, ParseErr
                     if c == '\\' {
                         chars.next();
                         match chars.next() {
-                            Some(c) => word.push(c),
-                            None => break,
+                            Some('n') => word.push('\n'),
+                            Some('t') => word.push('\t'),
+                            Some('r') => word.push('\r'),
+                            Some(c @ ('"' | '\'' | '\\')) => word.push(c),
+                            Some(c) => {
+                                if c == '\n' {
+                                    line += 1;
+                                }
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => word.push('\\'),
                         }
                         continue;
                     }

@@ -110,7 +110,6 @@ fn inherited(name: &str) -> bool {
             | "internal"
             | "try_files"
             | "set"
-            | "auth_request_set"
     )
 }
 
@@ -235,7 +234,7 @@ pub struct Translator<'a> {
 }
 
 fn describe(d: &Directive) -> String {
-    let mut s = d.name.clone();
+    let mut s = if d.name.is_empty() { "''".to_string() } else { d.name.clone() };
     for a in &d.args {
         s.push(' ');
         if a.is_empty() || a.contains(char::is_whitespace) || a.contains([';', '{', '}', '#']) {
@@ -446,7 +445,7 @@ impl<'a> Translator<'a> {
         self.left(d, why);
         if let Some(children) = &d.block {
             for c in children {
-                self.left_tree(c, &format!("inside `{}`, which is left out", d.name));
+                self.left_tree(c, &format!("inside `{}` (line {}), which is left out", d.name, d.place.line));
             }
         }
     }
@@ -477,6 +476,9 @@ impl<'a> Translator<'a> {
 
     pub fn run(mut self, tree: &'a [Directive]) -> Output {
         for d in self.all.clone() {
+            if matches!(d.name.as_str(), "if" | "map" | "geo" | "split_clients" | "stream" | "mail") {
+                self.left_tree(d, &left_out_reason(&d.name));
+            }
             if d.name == "types" {
                 for c in d.block.as_deref().unwrap_or_default() {
                     self.unneeded(c, "a MIME type: sluice has its own table (mime_guess)");
@@ -1527,13 +1529,7 @@ impl<'a> Translator<'a> {
         routes
     }
 
-    fn finish_route(&mut self, mut t: Table) -> Table {
-        let n = self.route_names.entry(t.name.clone()).or_insert(0);
-        *n += 1;
-        if *n > 1 {
-            t.name = format!("{} #{}", t.name, n);
-        }
-        t.keys.insert(0, ("name".into(), Val::s(t.name.clone())));
+    fn finish_route(&mut self, t: Table) -> Table {
         t
     }
 
@@ -1560,6 +1556,16 @@ impl<'a> Translator<'a> {
                 }
             }
             return Some((a, false, false));
+        }
+        if let Some(h) = body.iter().find(|d| {
+            matches!(d.name.as_str(), "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass" | "memcached_pass")
+        }) {
+            // The application behind it is not reachable through sluice: answer 502 rather
+            // than fall through to files or another route.
+            self.left(h, left_out_reason(&h.name));
+            t.from.push(self.from(h));
+            t.notes.push(format!("{} is not translated: this route answers 502 until the application is reachable over HTTP (then write a proxy)", h.name));
+            return Some((("respond".into(), Val::Tbl(vec![("status".into(), Val::Int(502))])), false, false));
         }
         let mut strip: Option<(String, Option<String>)> = None;
         for d in body.iter().filter(|d| d.name == "rewrite") {
@@ -2902,6 +2908,16 @@ impl<'a> Translator<'a> {
     }
 
     fn finish(mut self) -> Output {
+        // Route names, unique (logs and metrics use them).
+        for t in &mut self.out.routes {
+            let n = self.route_names.entry(t.name.clone()).or_insert(0);
+            *n += 1;
+            if *n > 1 {
+                t.name = format!("{} #{}", t.name, n);
+            }
+            t.keys.retain(|(k, _)| k != "name");
+            t.keys.insert(0, ("name".into(), Val::s(t.name.clone())));
+        }
         // Listeners.
         for l in &self.listeners {
             let mut keys = vec![("address".to_string(), Val::s(l.address.clone()))];
