@@ -234,7 +234,11 @@ pub struct Translator<'a> {
 }
 
 fn describe(d: &Directive) -> String {
-    let mut s = if d.name.is_empty() { "''".to_string() } else { d.name.clone() };
+    let mut s = if d.name.is_empty() {
+        "''".to_string()
+    } else {
+        d.name.clone()
+    };
     for a in &d.args {
         s.push(' ');
         if a.is_empty() || a.contains(char::is_whitespace) || a.contains([';', '{', '}', '#']) {
@@ -445,7 +449,13 @@ impl<'a> Translator<'a> {
         self.left(d, why);
         if let Some(children) = &d.block {
             for c in children {
-                self.left_tree(c, &format!("inside `{}` (line {}), which is left out", d.name, d.place.line));
+                self.left_tree(
+                    c,
+                    &format!(
+                        "inside `{}` (line {}), which is left out",
+                        d.name, d.place.line
+                    ),
+                );
             }
         }
     }
@@ -476,7 +486,10 @@ impl<'a> Translator<'a> {
 
     pub fn run(mut self, tree: &'a [Directive]) -> Output {
         for d in self.all.clone() {
-            if matches!(d.name.as_str(), "if" | "map" | "geo" | "split_clients" | "stream" | "mail") {
+            if matches!(
+                d.name.as_str(),
+                "if" | "map" | "geo" | "split_clients" | "stream" | "mail"
+            ) {
                 self.left_tree(d, &left_out_reason(&d.name));
             }
             if d.name == "types" {
@@ -486,6 +499,10 @@ impl<'a> Translator<'a> {
             }
         }
         let main = Ctx::default().child(tree);
+        // A site file read alone (sites-available/example): its servers as if in `http`.
+        if tree.iter().any(|d| d.name == "server") && !tree.iter().any(|d| d.name == "http") {
+            self.http(&Ctx::default(), tree);
+        }
         for d in tree {
             match d.name.as_str() {
                 "http" => {
@@ -1543,32 +1560,32 @@ impl<'a> Translator<'a> {
         pre: &mut Vec<Table>,
     ) -> Option<((String, Val), bool, bool)> {
         let body = loc.body;
-        if let Some(d) = body.iter().find(|d| d.name == "return") {
-            t.from.push(self.from(d));
-            let a = self.return_action(d, ctx, t)?;
-            self.ok(d);
-            for other in body {
-                if matches!(
-                    other.name.as_str(),
-                    "proxy_pass" | "root" | "alias" | "try_files" | "rewrite"
-                ) {
-                    self.unneeded(other, "never reached: `return` answers first");
-                }
-            }
-            return Some((a, false, false));
-        }
         if let Some(h) = body.iter().find(|d| {
-            matches!(d.name.as_str(), "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass" | "memcached_pass")
+            matches!(
+                d.name.as_str(),
+                "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass" | "memcached_pass"
+            )
         }) {
             // The application behind it is not reachable through sluice: answer 502 rather
             // than fall through to files or another route.
             self.left(h, left_out_reason(&h.name));
             t.from.push(self.from(h));
             t.notes.push(format!("{} is not translated: this route answers 502 until the application is reachable over HTTP (then write a proxy)", h.name));
-            return Some((("respond".into(), Val::Tbl(vec![("status".into(), Val::Int(502))])), false, false));
+            return Some((
+                (
+                    "respond".into(),
+                    Val::Tbl(vec![("status".into(), Val::Int(502))]),
+                ),
+                false,
+                false,
+            ));
         }
         let mut strip: Option<(String, Option<String>)> = None;
-        for d in body.iter().filter(|d| d.name == "rewrite") {
+        let before_return = body
+            .iter()
+            .position(|d| d.name == "return")
+            .unwrap_or(body.len());
+        for d in body[..before_return].iter().filter(|d| d.name == "rewrite") {
             if is_redirect_rewrite(d) {
                 let mut rt = t.clone();
                 rt.from.push(self.from(d));
@@ -1596,6 +1613,20 @@ impl<'a> Translator<'a> {
                     None => self.left(d, "only redirects and `rewrite ^/a/(.*)$ /b/$1 break;` in a proxy location translate"),
                 }
             }
+        }
+        if let Some(d) = body.iter().find(|d| d.name == "return") {
+            t.from.push(self.from(d));
+            let a = self.return_action(d, ctx, t)?;
+            self.ok(d);
+            for other in body {
+                if matches!(
+                    other.name.as_str(),
+                    "proxy_pass" | "root" | "alias" | "try_files" | "rewrite"
+                ) {
+                    self.unneeded(other, "never reached: `return` answers first");
+                }
+            }
+            return Some((a, false, false));
         }
         if let Some(d) = body.iter().find(|d| d.name == "proxy_pass") {
             t.from.push(self.from(d));
