@@ -1215,6 +1215,7 @@ impl<'a> Translator<'a> {
                 if let Some(action) = action {
                     self.ok(d);
                     t.keys.push(action);
+                    self.response_headers(sctx, &mut t, false);
                     let r = self.finish_route(t);
                     for other in level {
                         if other.name == "location" {
@@ -1448,10 +1449,7 @@ impl<'a> Translator<'a> {
                 // X-Accel-Redirect): not translated.
                 for d in loc.body {
                     if d.name != "internal" {
-                        self.left(
-                            d,
-                            "inside an internal location (only auth_request's is translated)",
-                        );
+                        self.unneeded(d, "in an internal location: clients get 404, and the internal redirects that reach it (error_page, try_files, X-Accel-Redirect) are reported where they are written");
                     }
                 }
             }
@@ -1491,6 +1489,19 @@ impl<'a> Translator<'a> {
             }
         }
         let mut routes = pre;
+        // Routes a rewrite split off get the location's response headers too.
+        if let Some(rh) = t
+            .keys
+            .iter()
+            .find(|(k, _)| k == "response_headers")
+            .cloned()
+        {
+            for r in &mut routes {
+                if !r.keys.iter().any(|(k, _)| k == "response_headers") {
+                    r.keys.push(rh.clone());
+                }
+            }
+        }
         // limit_except: the other methods go through a route of their own first.
         for le in loc.body.iter().filter(|d| d.name == "limit_except") {
             self.ok(le);
