@@ -190,6 +190,10 @@ struct Listener {
     extra: Vec<(String, Val)>,
 }
 
+/// A group the routes use: its name, its base (an `upstream` block or an address), and the
+/// timeouts of the locations that use it.
+type Group = (String, usize, Vec<(String, Val)>);
+
 struct UpBase {
     name: String,
     from: Vec<String>,
@@ -227,7 +231,7 @@ pub struct Translator<'a> {
     listeners: Vec<Listener>,
     bases: Vec<UpBase>,
     /// (group name, base index, timeouts) in first-use order.
-    groups: Vec<(String, usize, Vec<(String, Val)>)>,
+    groups: Vec<Group>,
     upstream_blocks: HashMap<String, usize>,
     zones: HashMap<String, Zone>,
     route_names: HashMap<String, usize>,
@@ -1187,9 +1191,7 @@ impl<'a> Translator<'a> {
         l.from.push(from);
         l.from.extend(notes);
         if default || l.default_server.is_none() {
-            if default || l.default_server.is_none() {
-                l.default_server = Some(server);
-            }
+            l.default_server = Some(server);
         }
         let is_default = l.default_server == Some(server);
         Ok((i, is_default))
@@ -1886,7 +1888,7 @@ impl<'a> Translator<'a> {
                     self.left(d, why);
                     return None;
                 }
-                let name = match self.bases.iter().position(|b| b.name == authority) {
+                match self.bases.iter().position(|b| b.name == authority) {
                     Some(i) => i,
                     None => {
                         self.bases.push(UpBase {
@@ -1900,8 +1902,7 @@ impl<'a> Translator<'a> {
                         });
                         self.bases.len() - 1
                     }
-                };
-                name
+                }
             }
         };
         let timeouts = self.proxy_timeouts(ctx);
@@ -2139,9 +2140,7 @@ impl<'a> Translator<'a> {
         let mut keys = Vec::new();
         let alias = loc.and_then(|l| l.body.iter().find(|d| d.name == "alias"));
         if let Some(a) = alias {
-            let Some(path) = a.args.first() else {
-                return None;
-            };
+            let path = a.args.first()?;
             if path.contains('$') {
                 self.left(
                     a,
@@ -2706,17 +2705,14 @@ impl<'a> Translator<'a> {
                 _ => self.left(d, "not a number"),
             }
         }
-        match ctx.get("proxy_cache_methods") {
-            Some(d) => {
-                let mut m: Vec<String> = d.args.iter().map(|s| s.to_ascii_uppercase()).collect();
-                m.retain(|x| x != "HEAD");
-                if m == ["GET"] {
-                    self.ok(d);
-                } else {
-                    self.left(d, "sluice caches GET (and HEAD) only");
-                }
+        if let Some(d) = ctx.get("proxy_cache_methods") {
+            let mut m: Vec<String> = d.args.iter().map(|s| s.to_ascii_uppercase()).collect();
+            m.retain(|x| x != "HEAD");
+            if m == ["GET"] {
+                self.ok(d);
+            } else {
+                self.left(d, "sluice caches GET (and HEAD) only");
             }
-            None => {}
         }
         // Collapsing: nginx's proxy_cache_lock is off by default.
         let lock = ctx.get("proxy_cache_lock");
@@ -2783,16 +2779,13 @@ impl<'a> Translator<'a> {
                 c.push(("status_header".into(), Val::s(n.to_ascii_lowercase())));
             }
         }
-        if ctx
-            .get("proxy_cache_revalidate")
-            .is_some_and(|d| d.args.first().map(String::as_str) == Some("on"))
+        if let Some(d) = ctx.get("proxy_cache_revalidate")
+            && d.args.first().map(String::as_str) == Some("on")
         {
-            if let Some(d) = ctx.get("proxy_cache_revalidate") {
-                self.unneeded(
-                    d,
-                    "sluice revalidates stale entries with their validators by itself",
-                );
-            }
+            self.unneeded(
+                d,
+                "sluice revalidates stale entries with their validators by itself",
+            );
         }
         if !c.iter().any(|(k, _)| k == "status_header") {
             c.push(("status_header".into(), Val::Bool(false)));
@@ -3165,7 +3158,7 @@ enum HostPat {
 }
 
 fn host_pattern(n: &str) -> HostPat {
-    if n == "_" || n.is_empty() || n == "\"\"" || n == "localhost" && false {
+    if n == "_" || n.is_empty() || n == "\"\"" {
         return HostPat::CatchAll;
     }
     if n.starts_with('~') {
