@@ -89,9 +89,12 @@ enum Command {
     /// Write .gz/.br/.zst files beside the compressible files of a directory, for static
     /// routes with `precompressed` on.
     Precompress(precompress::PrecompressArgs),
-    /// Translate an nginx configuration into a commented sluice configuration. Exit status:
-    /// 0 all translated, 1 some directives left out (listed on stderr and in the output),
-    /// 2 the nginx configuration cannot be read, 3 the output does not pass `sluice check`.
+    /// Translate an nginx configuration into a commented sluice configuration.
+    ///
+    /// Every directive that is not translated is listed with its file and line, on stderr and
+    /// at the top of the output (docs/import.md). Exit status: 0 all translated, 1 some
+    /// directives left out, 2 the nginx configuration cannot be read (nothing written), 3 the
+    /// output was written but does not pass `sluice check`.
     Import(import::ImportArgs),
 }
 

@@ -2943,6 +2943,63 @@ impl<'a> Translator<'a> {
     }
 
     fn finish(mut self) -> Output {
+        // `listen 80` + `listen [::]:80`: nginx binds the IPv6 socket with ipv6only=on; sluice's
+        // `[::]:80` is dual-stack (Linux's default, net.ipv6.bindv6only=0) and serves IPv4 too,
+        // so a second socket on 0.0.0.0:80 would collide: one listener, `[::]:80`.
+        let mut renamed: Vec<(String, String)> = Vec::new();
+        let mut i = 0;
+        while i < self.listeners.len() {
+            let v4 = self.listeners[i].address.clone();
+            if let Some(port) = v4.strip_prefix("0.0.0.0:")
+                && let Some(j) = self
+                    .listeners
+                    .iter()
+                    .position(|l| l.address == format!("[::]:{port}"))
+                && self.listeners[j].tls == self.listeners[i].tls
+            {
+                let gone = self.listeners.remove(i);
+                let j = if j > i { j - 1 } else { j };
+                let keep = &mut self.listeners[j];
+                keep.h2 |= gone.h2;
+                keep.h3 |= gone.h3;
+                keep.from.extend(gone.from);
+                keep.from.push(format!(
+                    "(0.0.0.0:{port} and [::]:{port} in nginx: one dual-stack [::]:{port} here, which takes IPv4 too where net.ipv6.bindv6only is 0, Linux's default)"
+                ));
+                for c in gone.certs {
+                    if !keep.certs.iter().any(|k| k.1 == c.1) {
+                        keep.certs.push(c);
+                    }
+                }
+                renamed.push((gone.name, keep.name.clone()));
+                continue;
+            }
+            i += 1;
+        }
+        for t in &mut self.out.routes {
+            for (k, v) in &mut t.keys {
+                if k == "listeners"
+                    && let Val::Arr(items) = v
+                {
+                    let mut names: Vec<Val> = Vec::new();
+                    for item in items.iter() {
+                        let item = match item {
+                            Val::Str(n) => Val::Str(
+                                renamed
+                                    .iter()
+                                    .find(|(from, _)| from == n)
+                                    .map_or(n.clone(), |(_, to)| to.clone()),
+                            ),
+                            other => other.clone(),
+                        };
+                        if !names.contains(&item) {
+                            names.push(item);
+                        }
+                    }
+                    *items = names;
+                }
+            }
+        }
         // Route names, unique (logs and metrics use them).
         for t in &mut self.out.routes {
             let n = self.route_names.entry(t.name.clone()).or_insert(0);

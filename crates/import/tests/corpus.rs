@@ -69,8 +69,9 @@ fn debians_packaged_configuration_translates_whole() {
     has(
         &i,
         &[
-            r#"address = "0.0.0.0:80""#,
+            // nginx's 0.0.0.0:80 and [::]:80 (ipv6only=on): one dual-stack listener.
             r#"address = "[::]:80""#,
+            r#"listeners = ["[::]:80"]"#,
             r#"static = { root = "/var/www/html", index = ["index.html", "index.htm", "index.nginx-debian.html"] }"#,
             r#"compress = { algorithms = ["gzip"], levels = { gzip = 1 }, min_length = 20, types = ["text/html"] }"#,
             r#"access = "/var/log/nginx/access.log""#,
