@@ -2,8 +2,9 @@
 //! arguments (clap) and hands the library (`sluice_server`) a typed config or a task.
 //!
 //! Command names are a contract with users and docs: `serve`, `check`, `reload`, `file-server`,
-//! `origin`, `cert`, `reverse-proxy`, `demo`, `precompress`, `bench`, `completions`, `man`. The process lifecycle
-//! (runtime, signals, drain, reload, pid file) is the library's `ops::lifecycle`.
+//! `origin`, `cert`, `reverse-proxy`, `demo`, `precompress`, `bench`, `import`, `completions`,
+//! `man`. The process lifecycle (runtime, signals, drain, reload, pid file) is the library's
+//! `ops::lifecycle`.
 //!
 //! The allocator is mimalloc rather than glibc's malloc. A proxied 340 KB response passes
 //! through buffers of up to a few hundred KB that are freed as soon as the client has them;
@@ -19,6 +20,7 @@
 mod cert;
 mod demo;
 mod fleet_notes;
+mod import;
 mod origin;
 mod package;
 mod precompress;
@@ -89,6 +91,13 @@ enum Command {
     /// Write .gz/.br/.zst files beside the compressible files of a directory, for static
     /// routes with `precompressed` on.
     Precompress(precompress::PrecompressArgs),
+    /// Translate an nginx configuration into a commented sluice configuration.
+    ///
+    /// Every directive that is not translated is listed with its file and line, on stderr and
+    /// at the top of the output (docs/import.md). Exit status: 0 all translated, 1 some
+    /// directives left out, 2 the nginx configuration cannot be read (nothing written), 3 the
+    /// output was written but does not pass `sluice check`.
+    Import(import::ImportArgs),
     /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
     Completions(package::CompletionsArgs),
     /// Print the manual page (troff), or write one page per command with `--out-dir`.
@@ -112,7 +121,8 @@ impl Command {
         use sluice_bench::BenchSubcommand;
         match self {
             Command::Check { .. } | Command::Reload { .. } | Command::Cert(_) => true,
-            Command::Precompress(_) | Command::Completions(_) | Command::Man(_) => true,
+            Command::Precompress(_) | Command::Import(_) => true,
+            Command::Completions(_) | Command::Man(_) => true,
             Command::Bench(bench) => matches!(
                 bench.command,
                 BenchSubcommand::List | BenchSubcommand::Report { .. }
@@ -167,6 +177,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Bench(cmd) => sluice_bench::main(cmd),
         Command::Precompress(args) => precompress::run(args),
+        Command::Import(args) => import::run(&args),
         Command::Completions(args) => package::completions(&args, Cli::command()),
         Command::Man(args) => package::man(&args, Cli::command()),
     }

@@ -9,6 +9,7 @@
 mod bench;
 mod cli;
 mod decompress;
+mod import;
 mod memory;
 mod packaging;
 mod precompress;

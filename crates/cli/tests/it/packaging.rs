@@ -44,6 +44,7 @@ const COMMANDS: &[&str] = &[
     "demo",
     "bench",
     "precompress",
+    "import",
     "completions",
     "man",
 ];
