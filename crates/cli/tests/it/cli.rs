@@ -131,6 +131,36 @@ fn check_says_what_each_shared_setting_does_when_redis_is_down() {
     );
 }
 
+/// A Redis Cluster URL: `sluice check` names the seed nodes and what a master that is down does.
+#[test]
+fn check_says_what_a_redis_cluster_url_means() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.toml");
+    let url = "redis+cluster://10.0.0.1:7000,10.0.0.2:7000";
+    std::fs::write(
+        &file,
+        format!(
+            "[[listeners]]\naddress = \"127.0.0.1:8080\"\n[caches.api.shared]\nredis = \"{url}\"\n\
+             [[routes]]\nname = \"api\"\npath = \"/\"\nrespond = {{}}\n\
+             rate_limit = {{ requests = 10, per = \"1s\", shared = \"{url}\" }}\n"
+        ),
+    )
+    .unwrap();
+    let out = sluice().arg("check").arg(&file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("a Redis Cluster: seed nodes 10.0.0.1:7000, 10.0.0.2:7000")
+            && stdout.contains("its own slots are misses")
+            && stdout.contains("the keys in its slots fall back"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn check_accepts_the_reference_config() {
     let reference = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sluice.toml");

@@ -89,6 +89,22 @@ fn urls_and_words_that_cannot_work_are_refused_with_a_hint() {
         ("[caches.z.shared]\nredis = \"http://r:6379\"", "redis://"),
         ("[caches.z.shared]\nredis = \"redis://:6379\"", "no host"),
         ("[caches.z.shared]\nredis = \"redis://r:99999\"", "port"),
+        (
+            "[caches.z.shared]\nredis = \"redis+cluster://a:7000,:7001\"",
+            "no host",
+        ),
+        (
+            "[caches.z.shared]\nredis = \"redis+cluster://a:7000,b:x\"",
+            "port",
+        ),
+        (
+            "[caches.z.shared]\nredis = \"redis+cluster://a:7000/2\"",
+            "one database",
+        ),
+        (
+            "[[routes]]\npath = \"/\"\nrespond = {}\nrate_limit = { requests = 1, per = \"1s\", shared = \"redis+cluster://\" }",
+            "no host",
+        ),
         ("[caches.z.shared]\ndeadline = \"1s\"", "redis"),
         (
             "[[routes]]\npath = \"/\"\nrespond = {}\nrate_limit = { requests = 1, per = \"1s\", on_error = \"deny\" }",
@@ -103,5 +119,25 @@ fn urls_and_words_that_cannot_work_are_refused_with_a_hint() {
         let err = parse_str(&text, Path::new("fleet.toml")).expect_err(&text);
         let shown = err.to_string();
         assert!(shown.contains(says), "{text}\n---\n{shown}");
+    }
+}
+
+#[test]
+fn cluster_urls_name_seed_nodes() {
+    for url in [
+        "redis+cluster://10.0.0.1:6379,10.0.0.2:6379",
+        "redis+cluster://user:secret@a:7000, b:7001/",
+        "redis+cluster://[::1]:7000",
+    ] {
+        let text = format!(
+            "[[listeners]]\naddress = \"127.0.0.1:8080\"\n[caches.z.shared]\nredis = \"{url}\"\n\
+             [[routes]]\npath = \"/\"\nrespond = {{}}\n\
+             rate_limit = {{ requests = 1, per = \"1s\", shared = \"{url}\" }}\n"
+        );
+        let config = parse_str(&text, Path::new("fleet.toml")).expect(&text);
+        let limit = config.routes[0].rate_limit.as_ref().unwrap();
+        assert_eq!(limit.shared.as_ref().unwrap().redis, url);
+        let zone = config.caches.iter().find(|z| z.name == "z").unwrap();
+        assert_eq!(zone.shared.as_ref().unwrap().redis, url);
     }
 }

@@ -75,6 +75,10 @@ pub type PurgeListener = Arc<dyn Fn(Purge) + Send + Sync>;
 /// Purges kept while Redis is unreachable; past this, the zone is purged whole instead.
 pub const PENDING_MAX: usize = 1024;
 
+/// How often the purge subscription checks that its server still answers (a PING), and the
+/// longest subscribing may take.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
 /// The longest a fleet purge (removal and publication) may take on an admin call.
 pub const PURGE_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -110,7 +114,8 @@ impl SharedTier {
         self.remove_matching(purge, deadline).await?;
         let channel = self.channel();
         let message = purge.encode(self.instance);
-        self.call(deadline, async move |mut conn| {
+        // On a cluster PUBLISH goes to any node, which forwards it to every other.
+        self.call(None, deadline, async move |mut conn| {
             redis::cmd("PUBLISH")
                 .arg(&channel)
                 .arg(&message)
@@ -144,21 +149,24 @@ impl SharedTier {
     }
 
     /// Subscribe to the zone's purge channel for as long as the tier lives, applying what
-    /// other instances send through `listener`, and `Purge::All` after every gap.
+    /// other instances send through `listener`, and `Purge::All` after every gap. On a cluster
+    /// any node hears every publication: the seed nodes are tried in turn, the next one when
+    /// the subscribed node goes away. A node that stops answering without closing (a stopped
+    /// process, a cut network) is found by a PING every [`HEARTBEAT`].
     pub fn subscribe(self: &Arc<Self>, listener: PurgeListener) {
         let weak = Arc::downgrade(self);
-        let client = self.client.clone();
+        let nodes = self.engine.pubsub_nodes();
         let channel = self.channel();
         tokio::spawn(async move {
             let mut first = true;
             let mut pause = Duration::from_millis(100);
-            loop {
+            for node in nodes.iter().cycle() {
                 let subscribed = async {
-                    let mut pubsub = client.get_async_pubsub().await?;
+                    let mut pubsub = node.get_async_pubsub().await?;
                     pubsub.subscribe(&channel).await?;
                     Ok::<_, redis::RedisError>(pubsub)
                 };
-                let pubsub = tokio::time::timeout(Duration::from_secs(2), subscribed).await;
+                let pubsub = tokio::time::timeout(HEARTBEAT, subscribed).await;
                 let Some(tier) = weak.upgrade() else { return };
                 let Ok(Ok(pubsub)) = pubsub else {
                     drop(tier);
@@ -175,8 +183,22 @@ impl SharedTier {
                 tier.clone().replay().await;
                 let instance = tier.instance;
                 drop(tier);
-                let mut messages = pubsub.into_on_message();
-                while let Some(message) = messages.next().await {
+                let (mut sink, mut messages) = pubsub.split();
+                let mut heartbeat = tokio::time::interval(HEARTBEAT);
+                heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    let message = tokio::select! {
+                        message = messages.next() => message,
+                        _ = heartbeat.tick() => {
+                            let pong = tokio::time::timeout(HEARTBEAT, sink.ping::<()>()).await;
+                            if matches!(pong, Ok(Ok(()))) {
+                                continue;
+                            }
+                            None
+                        }
+                    };
+                    // The subscription ended (the node is gone or hung): subscribe again.
+                    let Some(message) = message else { break };
                     let Ok(payload) = message.get_payload::<String>() else {
                         continue;
                     };
@@ -191,7 +213,6 @@ impl SharedTier {
                     }
                     listener(purge);
                 }
-                // The subscription ended (Redis gone): subscribe again.
                 if weak.strong_count() == 0 {
                     return;
                 }

@@ -15,6 +15,7 @@
 
 pub mod breaker;
 pub mod bus;
+pub mod engine;
 pub mod record;
 mod stats;
 
@@ -24,19 +25,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use breaker::Breaker;
 pub use bus::{Purge, PurgeListener};
+pub use engine::{Conn, Engine};
 pub use record::{Field, Keys, Record};
 pub use stats::{LATENCY_BUCKETS, SharedStats};
-
-use crate::lock::lock;
 
 /// `[caches.NAME.shared]`, converted by the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedSettings {
-    /// `redis://host:port/db`, `redis+unix:///path`.
+    /// `redis://host:port/db`, `redis+unix:///path`, `redis+cluster://host:port,host:port`.
     pub url: String,
     /// The most a lookup (index and body) may take before it counts as a miss.
     pub deadline: Duration,
@@ -82,10 +81,8 @@ pub struct SharedTier {
     pending: Mutex<bus::Pending>,
     has_pending: AtomicBool,
     settings: SharedSettings,
-    client: redis::Client,
-    conn: Mutex<Option<ConnectionManager>>,
-    connecting: AtomicBool,
-    breaker: Breaker,
+    /// The connection and its breakers (one per master of a cluster).
+    engine: Arc<Engine>,
     stats: SharedStats,
     generation: AtomicU64,
 }
@@ -93,8 +90,7 @@ pub struct SharedTier {
 impl SharedTier {
     /// A tier for `settings`; the URL is checked here, the connection is made in the background.
     pub fn new(zone: &str, settings: SharedSettings) -> Result<Arc<Self>, String> {
-        let client = redis::Client::open(settings.url.as_str())
-            .map_err(|e| format!("shared tier `{}`: {e}", settings.url))?;
+        let engine = Engine::new(&settings.url).map_err(|e| format!("shared tier {e}"))?;
         let seed = {
             use std::hash::{BuildHasher, RandomState};
             RandomState::new().hash_one(now_ms())
@@ -106,14 +102,11 @@ impl SharedTier {
             pending: Mutex::default(),
             has_pending: AtomicBool::new(false),
             settings,
-            client,
-            conn: Mutex::new(None),
-            connecting: AtomicBool::new(false),
-            breaker: Breaker::default(),
+            engine,
             stats: SharedStats::default(),
             generation: AtomicU64::new(seed),
         });
-        tier.connect_in_background();
+        tier.engine.conn();
         Ok(tier)
     }
 
@@ -125,13 +118,24 @@ impl SharedTier {
         &self.stats
     }
 
-    pub fn breaker(&self) -> &Breaker {
-        &self.breaker
+    /// Whether a breaker is open: the tier's, or (on a cluster) a master's.
+    pub fn breaker_open(&self) -> bool {
+        self.engine.breaker_open()
     }
 
-    /// Whether a connection has been made (it may have failed since: the breaker says that).
+    /// Times a breaker opened (the tier's and every master's).
+    pub fn breaker_trips(&self) -> u64 {
+        self.engine.breaker_trips()
+    }
+
+    /// The masters of the Redis Cluster as last known (each with a breaker); 0 on one server.
+    pub fn cluster_masters(&self) -> usize {
+        self.engine.cluster_masters()
+    }
+
+    /// Whether a connection has been made (it may have failed since: the breakers say that).
     pub fn connected(&self) -> bool {
-        lock(&self.conn).is_some()
+        self.engine.connected()
     }
 
     /// A body generation no other write uses: a per-process random start (RandomState's seed),
@@ -142,60 +146,24 @@ impl SharedTier {
             .max(1)
     }
 
-    fn connect_in_background(self: &Arc<Self>) {
-        if self.connecting.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let weak = Arc::downgrade(self);
-        let client = self.client.clone();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        tokio::spawn(async move {
-            let mut pause = Duration::from_millis(100);
-            loop {
-                match client
-                    .get_connection_manager_with_config(config.clone())
-                    .await
-                {
-                    Ok(manager) => {
-                        if let Some(tier) = weak.upgrade() {
-                            *lock(&tier.conn) = Some(manager);
-                            tier.connecting.store(false, Ordering::Release);
-                        }
-                        return;
-                    }
-                    Err(err) => {
-                        if weak.strong_count() == 0 {
-                            return;
-                        }
-                        tracing::debug!("shared cache tier: connecting failed: {err}");
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_secs(2));
-                    }
-                }
-            }
-        });
-    }
-
-    /// Run one call under `deadline`, through the breaker, counting the outcome.
+    /// Run one call under `deadline`, through the breaker of `key` (`None`: a call on
+    /// several keys, the tier's breaker), counting the outcome.
     async fn call<T>(
         self: &Arc<Self>,
+        key: Option<&str>,
         deadline: Instant,
-        op: impl AsyncFnOnce(ConnectionManager) -> redis::RedisResult<T>,
+        op: impl AsyncFnOnce(Conn) -> redis::RedisResult<T>,
     ) -> Result<T, Failure> {
-        let conn = lock(&self.conn).clone();
-        let Some(conn) = conn else {
-            self.connect_in_background();
+        let Some(conn) = self.engine.conn() else {
             return Err(Failure::Skipped);
         };
-        if !self.breaker.allow() {
+        let breaker = self.engine.breaker_for(&conn, key);
+        if !breaker.allow() {
             return Err(Failure::Skipped);
         }
         match tokio::time::timeout_at(deadline.into(), op(conn)).await {
             Ok(Ok(value)) => {
-                if self.breaker.success() {
+                if breaker.success() {
                     self.recovered();
                 } else if self.has_pending.swap(false, Ordering::AcqRel) {
                     // Redis answers again (the breaker never opened): send the kept purges.
@@ -204,12 +172,12 @@ impl SharedTier {
                 Ok(value)
             }
             Ok(Err(err)) => {
-                self.breaker.failure();
+                breaker.failure();
                 tracing::debug!("shared cache tier: {err}");
                 Err(Failure::Error(err))
             }
             Err(_) => {
-                self.breaker.failure();
+                breaker.failure();
                 Err(Failure::Timeout)
             }
         }
@@ -222,7 +190,7 @@ impl SharedTier {
         deadline: Instant,
     ) -> Result<HashMap<Vec<u8>, Vec<u8>>, Failure> {
         let key = keys.index();
-        self.call(deadline, async move |mut conn| {
+        self.call(Some(&key), deadline, async |mut conn| {
             redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await
         })
         .await
@@ -238,8 +206,9 @@ impl SharedTier {
         if chunk_keys.is_empty() {
             return Ok(Vec::new());
         }
+        let routed = chunk_keys[0].clone();
         let chunks: Vec<Option<Vec<u8>>> = self
-            .call(deadline, async move |mut conn| {
+            .call(Some(&routed), deadline, async move |mut conn| {
                 let mut pipe = redis::pipe();
                 for key in &chunk_keys {
                     pipe.cmd("GET").arg(key);
@@ -274,8 +243,9 @@ impl SharedTier {
         let deadline = Instant::now() + self.settings.deadline.max(Duration::from_millis(500)) * 4;
         let chunks = record::split(&body);
         let chunk_keys = keys.chunks(&record);
+        let index = keys.index();
         let written = self
-            .call(deadline, async move |mut conn| {
+            .call(Some(&index), deadline, async move |mut conn| {
                 let mut pipe = redis::pipe();
                 for (key, chunk) in chunk_keys.iter().zip(chunks.iter()) {
                     pipe.cmd("SET")
@@ -295,21 +265,33 @@ impl SharedTier {
         if !still_wanted() {
             return;
         }
-        let index = keys.index();
         let value = record.encode();
         let zone = self.zone.clone();
+        // NX then GT: a key lives as long as its longest-lived member (GT alone never sets an
+        // expiry on a key that has none). Tag sets first: a tag purge must find every key that
+        // a reader can find. Each tag set is in a slot of its own (one pipeline each).
+        if !tags.is_empty() {
+            let tagged = self
+                .call(None, deadline, async |conn| {
+                    let pipes = tags.iter().map(|surrogate| {
+                        let set = Keys::tag_set(&zone, surrogate);
+                        let mut pipe = redis::pipe();
+                        pipe.cmd("SADD").arg(&set).arg(&primary).ignore();
+                        pipe.cmd("PEXPIRE").arg(&set).arg(ttl_ms).arg("NX").ignore();
+                        pipe.cmd("PEXPIRE").arg(&set).arg(ttl_ms).arg("GT").ignore();
+                        pipe
+                    });
+                    engine::pipelines(&conn, pipes.collect()).await
+                })
+                .await;
+            if let Err(failure) = tagged {
+                self.write_dropped(&failure);
+                return;
+            }
+        }
         let indexed = self
-            .call(deadline, async move |mut conn| {
-                // NX then GT: a key lives as long as its longest-lived member (GT alone never
-                // sets an expiry on a key that has none). Tag sets first: a tag purge must find
-                // every key that a reader can find.
+            .call(Some(&index), deadline, async |mut conn| {
                 let mut pipe = redis::pipe();
-                for surrogate in &tags {
-                    let set = Keys::tag_set(&zone, surrogate);
-                    pipe.cmd("SADD").arg(&set).arg(&primary).ignore();
-                    pipe.cmd("PEXPIRE").arg(&set).arg(ttl_ms).arg("NX").ignore();
-                    pipe.cmd("PEXPIRE").arg(&set).arg(ttl_ms).arg("GT").ignore();
-                }
                 pipe.cmd("HSET")
                     .arg(&index)
                     .arg(&field)
@@ -358,7 +340,7 @@ impl SharedTier {
         match purge {
             Purge::Key(primary) => {
                 let index = Keys::of(&zone, primary).index();
-                self.call(deadline, async move |mut conn| {
+                self.call(Some(&index), deadline, async |mut conn| {
                     redis::cmd("UNLINK")
                         .arg(&index)
                         .query_async::<()>(&mut conn)
@@ -369,23 +351,25 @@ impl SharedTier {
             Purge::Tag { tag, .. } => {
                 let set = Keys::tag_set(&zone, tag);
                 let primaries: Vec<String> = self
-                    .call(deadline, async |mut conn| {
+                    .call(Some(&set), deadline, async |mut conn| {
                         redis::cmd("SMEMBERS")
                             .arg(&set)
                             .query_async(&mut conn)
                             .await
                     })
                     .await?;
-                self.call(deadline, async move |mut conn| {
+                self.call(None, deadline, async move |conn| {
                     // One UNLINK per key: they live in different slots.
-                    let mut pipe = redis::pipe();
-                    for primary in &primaries {
-                        pipe.cmd("UNLINK")
-                            .arg(Keys::of(&zone, primary).index())
-                            .ignore();
-                    }
-                    pipe.cmd("UNLINK").arg(&set).ignore();
-                    pipe.query_async::<()>(&mut conn).await
+                    let mut unlinks: Vec<redis::Cmd> = primaries
+                        .iter()
+                        .map(|primary| {
+                            redis::cmd("UNLINK")
+                                .arg(Keys::of(&zone, primary).index())
+                                .clone()
+                        })
+                        .collect();
+                    unlinks.push(redis::cmd("UNLINK").arg(&set).clone());
+                    engine::each::<redis::Value>(&conn, unlinks).await.map(drop)
                 })
                 .await
             }
@@ -394,39 +378,81 @@ impl SharedTier {
         }
     }
 
+    /// Remove the zone's index records (whose primary key starts with `prefix`), SCANning
+    /// every master of a cluster (a SCAN sees one node's keys only), or the one server.
     async fn scan_remove(
         self: &Arc<Self>,
         prefix: Option<String>,
         deadline: Instant,
     ) -> Result<(), Failure> {
+        let masters: Vec<String> = self
+            .call(None, deadline, async |mut conn| {
+                let mut masters: Vec<String> = self
+                    .engine
+                    .slot_map(&mut conn)
+                    .await?
+                    .into_iter()
+                    .map(|(_, _, addr)| addr)
+                    .collect();
+                masters.sort();
+                masters.dedup();
+                if masters.is_empty() && matches!(conn, Conn::Cluster(_)) {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
+                        "no slot is served",
+                    )));
+                }
+                Ok(masters)
+            })
+            .await?;
+        // A single server: one pass on it (its address is not needed).
+        let masters = if masters.is_empty() {
+            vec![String::new()]
+        } else {
+            masters
+        };
+        for master in &masters {
+            self.scan_remove_on(master, prefix.as_deref(), deadline)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn scan_remove_on(
+        self: &Arc<Self>,
+        master: &str,
+        prefix: Option<&str>,
+        deadline: Instant,
+    ) -> Result<(), Failure> {
         let pattern = Keys::index_pattern(&self.zone);
         let mut cursor = 0u64;
         loop {
-            let pattern = pattern.clone();
             let (next, keys): (u64, Vec<String>) = self
-                .call(deadline, async move |mut conn| {
-                    redis::cmd("SCAN")
-                        .arg(cursor)
+                .call(None, deadline, async |mut conn| {
+                    let mut scan = redis::cmd("SCAN");
+                    scan.arg(cursor)
                         .arg("MATCH")
                         .arg(&pattern)
                         .arg("COUNT")
-                        .arg(1000)
-                        .query_async(&mut conn)
-                        .await
+                        .arg(1000);
+                    Engine::on_node(&mut conn, master, scan).await
                 })
                 .await?;
             if !keys.is_empty() {
-                let prefix = prefix.clone();
-                self.call(deadline, async move |mut conn| {
-                    let doomed: Vec<String> = match &prefix {
+                self.call(None, deadline, async move |conn| {
+                    let doomed: Vec<String> = match prefix {
                         None => keys,
                         Some(prefix) => {
-                            let mut pipe = redis::pipe();
-                            for key in &keys {
-                                pipe.cmd("HGET").arg(key).arg(record::PRIMARY_FIELD);
-                            }
-                            let primaries: Vec<Option<String>> =
-                                pipe.query_async(&mut conn).await?;
+                            let gets = keys
+                                .iter()
+                                .map(|key| {
+                                    redis::cmd("HGET")
+                                        .arg(key)
+                                        .arg(record::PRIMARY_FIELD)
+                                        .clone()
+                                })
+                                .collect();
+                            let primaries: Vec<Option<String>> = engine::each(&conn, gets).await?;
                             keys.into_iter()
                                 .zip(primaries)
                                 .filter(|(_, p)| p.as_ref().is_some_and(|p| p.starts_with(prefix)))
@@ -434,11 +460,11 @@ impl SharedTier {
                                 .collect()
                         }
                     };
-                    let mut pipe = redis::pipe();
-                    for key in &doomed {
-                        pipe.cmd("UNLINK").arg(key).ignore();
-                    }
-                    pipe.query_async::<()>(&mut conn).await
+                    let unlinks = doomed
+                        .iter()
+                        .map(|key| redis::cmd("UNLINK").arg(key).clone())
+                        .collect();
+                    engine::each::<redis::Value>(&conn, unlinks).await.map(drop)
                 })
                 .await?;
             }

@@ -46,6 +46,21 @@ pub(super) fn shared(cx: &mut Cx<'_>, path: &KeyPath, raw: &RawCacheShared) -> O
     })
 }
 
+/// What is wrong with `host[:port]`, if anything.
+fn host_problem(host: &str) -> Option<(&'static str, Option<&'static str>)> {
+    let port_ok = match host.rsplit_once(':') {
+        Some((_, port)) if !host.ends_with(']') => port.parse::<u16>().is_ok(),
+        _ => true,
+    };
+    if host.is_empty() || host.starts_with(':') {
+        Some(("the URL names no host", None))
+    } else if !port_ok {
+        Some(("the URL's port is not a number from 0 to 65535", None))
+    } else {
+        None
+    }
+}
+
 pub(in crate::validate) fn url(
     cx: &mut Cx<'_>,
     path: &KeyPath,
@@ -54,17 +69,19 @@ pub(in crate::validate) fn url(
     let written = value.get_ref().trim();
     let problem = if let Some(rest) = written.strip_prefix("redis://") {
         let authority = rest.split(['/', '?']).next().unwrap_or_default();
-        let host = authority.rsplit('@').next().unwrap_or_default();
-        let port_ok = match host.rsplit_once(':') {
-            Some((_, port)) if !host.ends_with(']') => port.parse::<u16>().is_ok(),
-            _ => true,
-        };
-        if host.is_empty() || host.starts_with(':') {
-            Some(("the URL names no host", None))
-        } else if !port_ok {
-            Some(("the URL's port is not a number from 0 to 65535", None))
+        host_problem(authority.rsplit('@').next().unwrap_or_default())
+    } else if let Some(rest) = written.strip_prefix("redis+cluster://") {
+        // Seed nodes of a Redis Cluster: the client learns the others from them.
+        let authority = rest.split(['/', '?']).next().unwrap_or_default();
+        let hosts = authority.rsplit('@').next().unwrap_or_default();
+        let path = &rest[authority.len()..];
+        if !matches!(path.trim_start_matches('/'), "" | "0") && !path.starts_with('?') {
+            Some((
+                "a Redis Cluster has one database (0): the URL names another",
+                Some("remove the /DB part"),
+            ))
         } else {
-            None
+            hosts.split(',').map(str::trim).find_map(host_problem)
         }
     } else if let Some(socket) = written.strip_prefix("redis+unix://") {
         (!socket.starts_with('/')).then_some(("a unix socket URL needs an absolute path", None))
@@ -77,8 +94,10 @@ pub(in crate::validate) fn url(
         ))
     } else {
         Some((
-            "expected a redis:// or redis+unix:// URL",
-            Some(r#"e.g. "redis://127.0.0.1:6379/0""#),
+            "expected a redis://, redis+unix:// or redis+cluster:// URL",
+            Some(
+                r#"e.g. "redis://127.0.0.1:6379/0", or a Cluster's seed nodes "redis+cluster://10.0.0.1:6379,10.0.0.2:6379""#,
+            ),
         ))
     };
     match problem {

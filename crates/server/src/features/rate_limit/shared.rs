@@ -6,17 +6,16 @@
 //! When Redis fails, refuses, or answers later than the deadline, `on_error` decides, counted
 //! in `sluice_rate_limit_fallbacks_total`: `local` (the default) asks this instance's own
 //! limiter at its share of the rate (`requests / fleet_size`), `allow` lets the request through,
-//! `deny` refuses it. A circuit breaker (the shared cache tier's) skips Redis for a second
-//! after three failures in a row, so a down Redis costs a request nothing. The connection is
-//! made in the background, never on a request's path.
+//! `deny` refuses it. A circuit breaker (the shared cache tier's type; on a cluster one per
+//! master) skips Redis for a second after three failures in a row, so a down Redis costs a request nothing. The connection (the
+//! shared tier's [`Engine`]: one server, or a Redis Cluster, where the bucket's one key is in
+//! one slot) is made in the background, never on a request's path.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use sluice_cache::storage::shared::Breaker;
+use sluice_cache::storage::shared::Engine;
 use sluice_config::{OnError, SharedRateLimit};
 
 /// GCRA in microseconds on Redis's clock. KEYS[1]: the bucket; ARGV: interval, tolerance (µs).
@@ -44,10 +43,7 @@ pub enum Verdict {
 }
 
 pub struct Shared {
-    client: redis::Client,
-    conn: Mutex<Option<ConnectionManager>>,
-    connecting: AtomicBool,
-    breaker: Breaker,
+    engine: Arc<Engine>,
     script: redis::Script,
     interval_us: u64,
     tolerance_us: u64,
@@ -62,14 +58,11 @@ impl Shared {
         burst: u32,
         fallbacks: Counter,
     ) -> Option<Arc<Self>> {
-        let client = match redis::Client::open(config.redis.as_str()) {
-            Ok(client) => client,
+        let engine = match Engine::new(&config.redis) {
+            Ok(engine) => engine,
             Err(err) => {
                 // `sluice check` validated the URL; what it cannot see is reported here.
-                tracing::error!(
-                    "shared rate limit `{}`: {err}; on_error decides every request",
-                    config.redis
-                );
+                tracing::error!("shared rate limit {err}; on_error decides every request");
                 return None;
             }
         };
@@ -77,68 +70,26 @@ impl Shared {
             .unwrap_or(u64::MAX)
             .max(1);
         let shared = Arc::new(Self {
-            client,
-            conn: Mutex::new(None),
-            connecting: AtomicBool::new(false),
-            breaker: Breaker::default(),
+            engine,
             script: redis::Script::new(SCRIPT),
             interval_us,
             tolerance_us: interval_us.saturating_mul(u64::from(burst.saturating_sub(1))),
             config: config.clone(),
             fallbacks,
         });
-        shared.connect_in_background();
+        shared.engine.conn();
         Some(shared)
-    }
-
-    fn connect_in_background(self: &Arc<Self>) {
-        if self.connecting.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let weak = Arc::downgrade(self);
-        let client = self.client.clone();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        tokio::spawn(async move {
-            let mut pause = Duration::from_millis(100);
-            loop {
-                match client
-                    .get_connection_manager_with_config(config.clone())
-                    .await
-                {
-                    Ok(manager) => {
-                        if let Some(shared) = weak.upgrade() {
-                            *shared.conn.lock().unwrap_or_else(PoisonError::into_inner) =
-                                Some(manager);
-                            shared.connecting.store(false, Ordering::Release);
-                        }
-                        return;
-                    }
-                    Err(_) if weak.strong_count() == 0 => return,
-                    Err(err) => {
-                        tracing::debug!("shared rate limit: connecting failed: {err}");
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_secs(2));
-                    }
-                }
-            }
-        });
     }
 
     /// One token from the fleet's bucket `key`, within the deadline.
     pub async fn take(self: &Arc<Self>, key: &str) -> Verdict {
-        let conn = self
-            .conn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let Some(mut conn) = conn else {
-            self.connect_in_background();
+        let Some(mut conn) = self.engine.conn() else {
             return Verdict::Failed;
         };
-        if !self.breaker.allow() {
+        // On a cluster, the breaker of the key's master: one that is down makes only the keys
+        // of its slots fall back.
+        let breaker = self.engine.breaker_for(&conn, Some(key));
+        if !breaker.allow() {
             return Verdict::Failed;
         }
         let mut invocation = self.script.key(key);
@@ -147,7 +98,7 @@ impl Shared {
         let call = invocation.invoke_async::<(u8, u64)>(&mut conn);
         match tokio::time::timeout_at(deadline.into(), call).await {
             Ok(Ok((allowed, wait_us))) => {
-                self.breaker.success();
+                breaker.success();
                 if allowed == 1 {
                     Verdict::Allow
                 } else {
@@ -156,11 +107,11 @@ impl Shared {
             }
             Ok(Err(err)) => {
                 tracing::debug!("shared rate limit: {err}");
-                self.breaker.failure();
+                breaker.failure();
                 Verdict::Failed
             }
             Err(_) => {
-                self.breaker.failure();
+                breaker.failure();
                 Verdict::Failed
             }
         }

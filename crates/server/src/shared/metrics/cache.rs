@@ -32,11 +32,12 @@ pub const CACHE_SHARED_WRITES_TOTAL: &str = "sluice_cache_shared_writes_total";
 pub const CACHE_SHARED_BYTES_TOTAL: &str = "sluice_cache_shared_bytes_total";
 pub const CACHE_SHARED_BREAKER_OPEN: &str = "sluice_cache_shared_breaker_open";
 pub const CACHE_SHARED_BREAKER_TRIPS_TOTAL: &str = "sluice_cache_shared_breaker_trips_total";
+pub const CACHE_SHARED_CLUSTER_MASTERS: &str = "sluice_cache_shared_cluster_masters";
 pub const CACHE_SHARED_CONNECTED: &str = "sluice_cache_shared_connected";
 pub const CACHE_SHARED_PURGES_TOTAL: &str = "sluice_cache_shared_purges_total";
 
 /// The shared tier's metric names (zones with `[caches.NAME.shared]` only).
-pub const CACHE_SHARED_NAMES: [&str; 8] = [
+pub const CACHE_SHARED_NAMES: [&str; 9] = [
     CACHE_SHARED_CONNECTED,
     CACHE_SHARED_PURGES_TOTAL,
     CACHE_SHARED_LOOKUPS_TOTAL,
@@ -45,6 +46,7 @@ pub const CACHE_SHARED_NAMES: [&str; 8] = [
     CACHE_SHARED_BYTES_TOTAL,
     CACHE_SHARED_BREAKER_OPEN,
     CACHE_SHARED_BREAKER_TRIPS_TOTAL,
+    CACHE_SHARED_CLUSTER_MASTERS,
 ];
 
 /// Every cache metric name, for tests and docs checks.
@@ -347,7 +349,7 @@ fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::f
         )?;
         for (zone, tier) in &tiers {
             let labels = ZoneLabels { zone: zone.clone() };
-            ConstGauge::new(i64::from(tier.breaker().is_open()))
+            ConstGauge::new(i64::from(tier.breaker_open()))
                 .encode(family.encode_family(&labels)?)?;
         }
     }
@@ -365,6 +367,19 @@ fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::f
     }
     {
         let mut family = encoder.encode_descriptor(
+            CACHE_SHARED_CLUSTER_MASTERS,
+            "Masters of the Redis Cluster the shared tier knows, each with its own breaker (0: one server).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (zone, tier) in &tiers {
+            let labels = ZoneLabels { zone: zone.clone() };
+            let masters = i64::try_from(tier.cluster_masters()).unwrap_or(i64::MAX);
+            ConstGauge::new(masters).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    {
+        let mut family = encoder.encode_descriptor(
             base(CACHE_SHARED_BREAKER_TRIPS_TOTAL),
             "Times the shared tier's circuit breaker opened.",
             None,
@@ -372,10 +387,7 @@ fn encode_shared(zones: &[Arc<Zone>], encoder: &mut DescriptorEncoder) -> std::f
         )?;
         for (zone, tier) in &tiers {
             let labels = ZoneLabels { zone: zone.clone() };
-            let trips = tier
-                .breaker()
-                .trips
-                .load(std::sync::atomic::Ordering::Relaxed);
+            let trips = tier.breaker_trips();
             ConstCounter::new(trips).encode(family.encode_family(&labels)?)?;
         }
     }

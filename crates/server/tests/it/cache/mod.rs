@@ -15,6 +15,7 @@ mod options;
 mod origin;
 mod requests;
 mod shared;
+mod shared_cluster;
 mod stale;
 mod storable;
 mod targeted;

@@ -59,6 +59,7 @@ fn decode(coding: &str, data: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_miss_on_one_instance_is_a_hit_on_the_other_with_its_codings_made_once() {
+    let _serial = crate::fleet::serial().await;
     let Some(redis) = Redis::start() else { return };
     let origin = Origin::start().await;
     let json = json();
@@ -116,6 +117,7 @@ async fn a_miss_on_one_instance_is_a_hit_on_the_other_with_its_codings_made_once
 
 #[tokio::test]
 async fn an_unsafe_method_or_purge_on_one_instance_removes_the_response_from_the_shared_tier() {
+    let _serial = crate::fleet::serial().await;
     let Some(redis) = Redis::start() else { return };
     let origin = Origin::start().await;
     origin.set("/p", Reply::ok("v1").cache_control("max-age=60"));
@@ -140,6 +142,7 @@ async fn an_unsafe_method_or_purge_on_one_instance_removes_the_response_from_the
 /// and closes again; shared hits return after the restart.
 #[tokio::test]
 async fn redis_stopped_killed_and_restarted_under_load_fails_and_delays_nothing() {
+    let _serial = crate::fleet::serial().await;
     let Some(mut redis) = Redis::start() else {
         return;
     };
@@ -237,6 +240,18 @@ async fn redis_stopped_killed_and_restarted_under_load_fails_and_delays_nothing(
 
 const PURGES: &str = "sluice_cache_shared_purges_total";
 
+/// The shared-tier lookup and breaker series of `edge`, for failure messages.
+pub async fn lookups(edge: &Edge) -> String {
+    let text = edge.metrics().await;
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("sluice_cache_shared_lookups_total") || l.starts_with(BREAKER_OPEN)
+        })
+        .collect();
+    lines.join("\n")
+}
+
 /// A and B share `/t` (stored by A, served by B from the shared tier, so both hold it).
 async fn shared_by_two(origin: &Origin, redis: &Redis, path: &str) -> (Edge, Edge) {
     let a = instance(origin, redis).await;
@@ -245,12 +260,13 @@ async fn shared_by_two(origin: &Origin, redis: &Redis, path: &str) -> (Edge, Edg
     a.wait_metric(&zone_series(WRITES, &[("result", "written")]), 1.0)
         .await;
     let hit = b.get(path).await;
-    assert_eq!(hit.cache(), "HIT");
+    assert_eq!(hit.cache(), "HIT", "{}", lookups(&b).await);
     (a, b)
 }
 
 #[tokio::test]
 async fn a_purge_by_tag_on_one_instance_is_a_miss_on_the_other_within_100_ms() {
+    let _serial = crate::fleet::serial().await;
     let Some(redis) = Redis::start() else { return };
     let origin = Origin::start().await;
     let reply = Reply::ok("tagged")
@@ -295,6 +311,7 @@ async fn a_purge_by_tag_on_one_instance_is_a_miss_on_the_other_within_100_ms() {
 
 #[tokio::test]
 async fn a_soft_purge_by_tag_serves_stale_on_the_other_instance_while_one_refresh_runs() {
+    let _serial = crate::fleet::serial().await;
     let Some(redis) = Redis::start() else { return };
     let origin = Origin::start().await;
     let reply = Reply::ok("v1")
@@ -345,6 +362,7 @@ async fn a_soft_purge_by_tag_serves_stale_on_the_other_instance_while_one_refres
 /// have missed, so neither serves the purged response afterwards.
 #[tokio::test]
 async fn no_instance_serves_a_response_purged_while_redis_was_stopped() {
+    let _serial = crate::fleet::serial().await;
     let Some(redis) = Redis::start() else { return };
     let origin = Origin::start().await;
     origin.set("/cut", Reply::ok("old").cache_control("max-age=600"));

@@ -2,6 +2,7 @@
 //! `redis-server` fixture (Debian's; scripts/test installs it) and the fleet-wide rate limit.
 //! The shared cache tier's tests are with the cache's (`cache/shared.rs`).
 
+pub mod cluster;
 mod rate_limit;
 
 use std::net::SocketAddr;
@@ -10,6 +11,15 @@ use std::time::{Duration, Instant};
 
 /// Upper bound for readiness; only reached when a test fails.
 const FAILURE_BOUND: Duration = Duration::from_secs(30);
+
+/// Held by every test of a fleet's shared pieces (here and in `cache/shared*.rs`) for its
+/// whole run: they check latency bounds of a few tens of milliseconds (the lookup deadline)
+/// while others hammer several instances at once for seconds; on a 2-core machine two of them
+/// at a time starve each other past those bounds. Other suites still run beside them.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
 
 /// A redis-server of its own on a free loopback port, killed when dropped.
 pub struct Redis {

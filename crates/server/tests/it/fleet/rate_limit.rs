@@ -14,7 +14,11 @@ const FALLBACKS: &str = "sluice_rate_limit_fallbacks_total{route=\"api\"}";
 /// An instance proxying `/hello` to `origin` with 10 r/s, burst 5, by `x-key`, shared at `url`.
 /// The deadline is generous: three instances and the hammering clients share this machine's
 /// two cores with builds, and the budget is checked on what Redis decided.
-async fn instance(origin: std::net::SocketAddr, url: &str, on_error: &str) -> TestServer {
+pub(super) async fn instance(
+    origin: std::net::SocketAddr,
+    url: &str,
+    on_error: &str,
+) -> TestServer {
     start_toml(&format!(
         r#"
         [log]
@@ -35,12 +39,12 @@ async fn instance(origin: std::net::SocketAddr, url: &str, on_error: &str) -> Te
     .await
 }
 
-async fn fallbacks(server: &TestServer) -> f64 {
+pub(super) async fn fallbacks(server: &TestServer) -> f64 {
     crate::metric(&crate::scrape_metrics(server).await, FALLBACKS)
 }
 
 /// Until a request is decided by Redis (the connection is made in the background).
-async fn wait_connected(server: &TestServer) {
+pub(super) async fn wait_connected(server: &TestServer) {
     let http = client(Offer::Http1);
     let deadline = Instant::now() + super::FAILURE_BOUND;
     for n in 0.. {
@@ -61,7 +65,11 @@ async fn wait_connected(server: &TestServer) {
 }
 
 /// `clients` loops per server sending `x-key: key` for `for_`; (allowed, refused).
-async fn hammer(servers: &[Arc<TestServer>], clients: usize, for_: Duration) -> (u64, u64) {
+pub(super) async fn hammer(
+    servers: &[Arc<TestServer>],
+    clients: usize,
+    for_: Duration,
+) -> (u64, u64) {
     let until = Instant::now() + for_;
     let mut tasks = Vec::new();
     for server in servers {
@@ -96,6 +104,7 @@ async fn hammer(servers: &[Arc<TestServer>], clients: usize, for_: Duration) -> 
 
 #[tokio::test]
 async fn three_instances_enforce_one_limit_and_fall_back_as_configured_without_redis() {
+    let _serial = crate::fleet::serial().await;
     let Some(mut redis) = Redis::start() else {
         return;
     };
