@@ -6,6 +6,6 @@
 //! (`tests/it/layers.rs` checks both).
 
 pub mod admin;
-pub mod status;
 pub mod lifecycle;
 pub mod running;
+pub mod status;

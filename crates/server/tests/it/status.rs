@@ -272,7 +272,12 @@ async fn status_json_shows_reloads_and_certificates() {
 }
 
 /// Run Chromium on `url` (virtual time `budget_ms`), returning the DOM.
-async fn chromium_dom(chromium: &std::path::Path, url: &str, budget_ms: u32, extra: &[String]) -> String {
+async fn chromium_dom(
+    chromium: &std::path::Path,
+    url: &str,
+    budget_ms: u32,
+    extra: &[String],
+) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = sluice_testkit::browser::headless(chromium, profile.path(), 60);
     cmd.arg(format!("--virtual-time-budget={budget_ms}"))
@@ -292,7 +297,9 @@ async fn chromium_dom(chromium: &std::path::Path, url: &str, budget_ms: u32, ext
 
 /// The text of the element with `attr` (e.g. `id="samples"`) in `dom`.
 fn text_of(dom: &str, attr: &str) -> String {
-    let start = dom.find(attr).unwrap_or_else(|| panic!("no {attr} in {dom}"));
+    let start = dom
+        .find(attr)
+        .unwrap_or_else(|| panic!("no {attr} in {dom}"));
     let rest = &dom[start..];
     let rest = &rest[rest.find('>').unwrap() + 1..];
     rest[..rest.find('<').unwrap()].to_string()
@@ -332,17 +339,27 @@ async fn chromium_shows_live_figures_while_a_load_runs() {
     // Refreshed in place: several samples in one page load, and a rate between two of them.
     assert!(number(&text_of(&first, "id=\"samples\"")) >= 2.0, "{first}");
     assert_eq!(text_of(&first, "id=\"state\""), "live", "{first}");
-    assert_ne!(text_of(&first, "data-key=\"route-rate:api\""), "-", "{first}");
+    assert_ne!(
+        text_of(&first, "data-key=\"route-rate:api\""),
+        "-",
+        "{first}"
+    );
     let first_api = number(&text_of(&first, "data-key=\"route-requests:api\""));
     assert!(first_api > 0.0, "{first}");
     assert!(first.contains("pages"), "{first}");
 
     // Let the load pass what the first read showed, then read again: the figures moved.
     status_when(&server, |doc| {
-        find(&doc["routes"], "name", "api")["requests"].as_f64().unwrap() > first_api
+        find(&doc["routes"], "name", "api")["requests"]
+            .as_f64()
+            .unwrap()
+            > first_api
     })
     .await;
-    let shot = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/status-screenshot.png");
+    let shot = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../target/status-screenshot.png"
+    );
     let _ = std::fs::remove_file(shot);
     let second = chromium_dom(
         &chromium,

@@ -138,7 +138,10 @@ mod tests {
         assert_eq!(quantile(&b, 0.5), Some(0.1));
         assert!((quantile(&b, 0.75).unwrap() - 0.15).abs() < 1e-9);
         assert_eq!(quantile(&[(0.1, 0.0), (f64::INFINITY, 0.0)], 0.5), None);
-        assert_eq!(quantile(&[(0.1, 0.0), (f64::INFINITY, 4.0)], 0.99), Some(0.1));
+        assert_eq!(
+            quantile(&[(0.1, 0.0), (f64::INFINITY, 4.0)], 0.99),
+            Some(0.1)
+        );
         assert_eq!(quantile(&[], 0.5), None);
     }
 }
