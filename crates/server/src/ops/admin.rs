@@ -1,4 +1,5 @@
-//! The admin listener: `GET /metrics` for Prometheus, cache purge (`PURGE` or `DELETE
+//! The admin listener: `GET /metrics` for Prometheus, the live status page (`GET /status`,
+//! `GET /status.json`, see [`crate::ops::status`]), cache purge (`PURGE` or `DELETE
 //! /cache/ZONE?key=...`, see [`crate::features::cache::purge`]) and a short index at `/`.
 //!
 //! It is a separate, tiny HTTP/1.1 server and deliberately does not go through the request
@@ -21,6 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::features::cache::zones::Zones;
+use crate::ops::status::{self, SharedStatus};
 use crate::shared::metrics::Metrics;
 
 /// What Prometheus asks for (it lists this type in `Accept`), and what [`Metrics::render`] writes.
@@ -37,19 +39,25 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 const INDEX: &str = "sluice admin\n\n/metrics  Prometheus metrics (OpenMetrics text)\n\
+/status  live status page (HTML)\n/status.json  the same data as JSON (schema sluice-status/1)\n\
 /cache/ZONE?key=KEY  PURGE or DELETE: remove a stored response (?prefix=P: every key starting with P)\n";
 
 /// The cache zones purge requests reach: the current config's, replaced by a reload.
 pub type SharedZones = Arc<ArcSwap<Zones>>;
 
+/// What the admin endpoints read.
+#[derive(Clone)]
+pub struct Sources {
+    pub metrics: Arc<Metrics>,
+    /// The zones purge requests reach.
+    pub zones: SharedZones,
+    /// The status page's view of the running server.
+    pub status: SharedStatus,
+}
+
 /// Serve the admin endpoints on `listener` until `shutdown` becomes true (or its sender is
 /// dropped). Returns once it stops accepting; open connections finish their current response.
-pub async fn serve(
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-    zones: SharedZones,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn serve(listener: TcpListener, sources: Sources, mut shutdown: watch::Receiver<bool>) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
@@ -66,8 +74,7 @@ pub async fn serve(
                 tokio::spawn(connection(
                     http.clone(),
                     stream,
-                    metrics.clone(),
-                    zones.clone(),
+                    sources.clone(),
                     shutdown.clone(),
                 ));
             }
@@ -88,13 +95,12 @@ pub async fn serve(
 async fn connection(
     http: http1::Builder,
     stream: TcpStream,
-    metrics: Arc<Metrics>,
-    zones: SharedZones,
+    sources: Sources,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-        let metrics = metrics.clone();
-        let zones = zones.load_full();
+        let sources = sources.clone();
+        let zones = sources.zones.load_full();
         async move {
             if req.uri().path().starts_with("/cache/") {
                 let (status, text) = crate::features::cache::purge::purge(
@@ -108,7 +114,7 @@ async fn connection(
                 *response.status_mut() = status;
                 return Ok::<_, Infallible>(response);
             }
-            Ok::<_, Infallible>(respond(&metrics, &req))
+            Ok::<_, Infallible>(respond(&sources, &req))
         }
     });
     let conn = http.serve_connection(TokioIo::new(stream), service);
@@ -129,9 +135,10 @@ async fn connection(
 }
 
 /// Route one admin request. Everything here is cheap and synchronous.
-fn respond<B>(metrics: &Metrics, req: &Request<B>) -> Response<Full<Bytes>> {
+fn respond<B>(sources: &Sources, req: &Request<B>) -> Response<Full<Bytes>> {
+    let metrics = &sources.metrics;
     let path = req.uri().path();
-    if !matches!(path, "/" | "/metrics") {
+    if !matches!(path, "/" | "/metrics" | "/status" | "/status.json") {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -143,6 +150,36 @@ fn respond<B>(metrics: &Metrics, req: &Request<B>) -> Response<Full<Bytes>> {
     }
     if path == "/" {
         return plain(StatusCode::OK, INDEX);
+    }
+    if path == "/status" {
+        let (html, csp) = status::page();
+        let mut response = Response::new(Full::new(Bytes::from_static(html.as_bytes())));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        if let Ok(csp) = HeaderValue::from_str(csp) {
+            headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+        }
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return response;
+    }
+    if path == "/status.json" {
+        let json = status::snapshot(metrics, &sources.status).to_string();
+        let mut response = Response::new(Full::new(Bytes::from(json)));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        // A reading at one instant, like a scrape.
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return response;
     }
     let content_type = if wants_openmetrics(req.headers()) {
         OPENMETRICS_CONTENT_TYPE
@@ -200,8 +237,11 @@ mod tests {
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(serve(
             listener,
-            metrics.clone(),
-            Arc::new(ArcSwap::from_pointee(Zones::default())),
+            Sources {
+                metrics: metrics.clone(),
+                zones: Arc::new(ArcSwap::from_pointee(Zones::default())),
+                status: crate::ops::status::Status::new(),
+            },
             rx,
         ));
         Admin {

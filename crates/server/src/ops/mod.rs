@@ -8,3 +8,4 @@
 pub mod admin;
 pub mod lifecycle;
 pub mod running;
+pub mod status;

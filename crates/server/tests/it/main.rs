@@ -33,6 +33,7 @@ mod reload;
 mod robustness;
 mod routes;
 mod static_files;
+mod status;
 mod tls;
 mod upstream_faults;
 mod upstream_outage;

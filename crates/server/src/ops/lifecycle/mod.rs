@@ -55,6 +55,9 @@ pub async fn reload(
             tracing::error!(
                 "reload refused: {shown} is not valid; the running config goes on serving\n{diagnostics}"
             );
+            server
+                .status()
+                .reload_refused(&format!("{shown} is not valid:\n{diagnostics}"));
             return Err(ReloadRefused::Invalid(diagnostics));
         }
     };
@@ -138,6 +141,9 @@ async fn run(
             return fail(&e.to_string());
         }
     };
+    if let Some(path) = &source {
+        server.status().set_source(path.clone());
+    }
     while signals.next().await == Event::Reload {
         let Some(path) = &source else {
             tracing::warn!("SIGHUP ignored: started from command-line flags, no file to reload");

@@ -24,6 +24,7 @@ use crate::features::upstreams::{self, HealthChecks};
 use crate::net::conn::{ListenerState, accept_loop};
 use crate::net::workers::Workers;
 use crate::ops::admin::SharedZones;
+use crate::ops::status::{self, SharedStatus, Status};
 use crate::shared::cpu::CpuLoad;
 use crate::shared::metrics::Metrics;
 use sockets::{AdminSlot, LiveAdmin, LiveListener, LiveQuic, Slot, Sockets};
@@ -61,6 +62,8 @@ pub struct RunningServer {
     drained: mpsc::Receiver<()>,
     /// The CPU sampler of `max_cpu` routes, also held by [`Running`]; here for the test hook.
     cpu: CpuLoad,
+    /// What the status page reads besides the metrics, also held by [`Running`].
+    status: SharedStatus,
 }
 
 #[derive(Clone, Default)]
@@ -82,6 +85,8 @@ struct Running {
     admin: Option<LiveAdmin>,
     /// The zones purge requests reach.
     admin_zones: SharedZones,
+    /// The status page's view of the running config (`/status`).
+    status: SharedStatus,
     /// Cloned into every accept loop and connection; shutdown waits until all are dropped.
     drain: mpsc::Sender<()>,
     /// Where the accept loops hand their connections.
@@ -108,12 +113,14 @@ pub async fn start_on(config: &Config, workers: Workers) -> Result<RunningServer
         listeners: Vec::new(),
         admin: None,
         admin_zones: Arc::new(ArcSwap::from_pointee(Zones::default())),
+        status: Status::new(),
         drain,
         workers,
     };
     running.commit(new_state, listeners, sockets);
     Ok(RunningServer {
         view: Mutex::new(running.view()),
+        status: running.status.clone(),
         running: tokio::sync::Mutex::new(running),
         drained,
         cpu,
@@ -147,6 +154,12 @@ impl RunningServer {
         self.cpu.sample_for_tests(percent);
     }
 
+    /// What the status page shows besides the metrics: the lifecycle records the config's
+    /// source file and refused reloads here.
+    pub fn status(&self) -> &SharedStatus {
+        &self.status
+    }
+
     fn view(&self) -> View {
         self.view
             .lock()
@@ -160,9 +173,17 @@ impl RunningServer {
     /// On error nothing has changed and the old config goes on serving.
     pub async fn reload(&self, config: &Config) -> Result<ReloadSummary, StartError> {
         let mut running = self.running.lock().await;
+        let refused = |e: StartError| {
+            self.status.reload_refused(&e.0);
+            e
+        };
         let (new_state, listeners) =
-            state::build(config, &running.metrics, &running.cpu, &running.state).await?;
-        let sockets = sockets::bind(config, &running.listeners, running.admin.as_ref()).await?;
+            state::build(config, &running.metrics, &running.cpu, &running.state)
+                .await
+                .map_err(refused)?;
+        let sockets = sockets::bind(config, &running.listeners, running.admin.as_ref())
+            .await
+            .map_err(refused)?;
         let summary = running.commit(new_state, listeners, sockets);
         *self.view.lock().unwrap_or_else(PoisonError::into_inner) = running.view();
         Ok(summary)
@@ -214,13 +235,58 @@ impl Running {
         self.metrics
             .retain_cache_zones(|name| new.zones.zone(name).is_some());
         self.admin_zones.store(Arc::new(new.zones.clone()));
+        let reload = self.state.config.is_some();
         if let Some(config) = &new.config {
             self.commit_listeners(config, listeners, sockets.listeners, sockets.quic);
             self.commit_admin(config, sockets.admin);
+            self.status
+                .config_loaded(self.status_view(config, &new), reload);
         }
         // The old state goes here; what in-flight requests still hold of it goes with them.
         self.state = new;
         summary
+    }
+
+    /// The status page's view of `config` as just put in force.
+    fn status_view(&self, config: &Config, new: &State) -> status::View {
+        let listeners = self
+            .listeners
+            .iter()
+            .map(|live| {
+                let protocols = config
+                    .listeners
+                    .iter()
+                    .find(|l| l.name == live.bound.name)
+                    .map(|l| {
+                        [
+                            (l.protocols.http1, "http/1.1"),
+                            (l.protocols.http2, "h2"),
+                            (l.protocols.http3, "h3"),
+                        ]
+                        .into_iter()
+                        .filter_map(|(on, name)| on.then_some(name))
+                        .collect()
+                    })
+                    .unwrap_or_default();
+                status::ListenerInfo {
+                    name: live.bound.name.clone(),
+                    address: live.bound.address,
+                    tls: live.bound.tls,
+                    protocols,
+                }
+            })
+            .collect();
+        status::View {
+            upstreams: new.upstreams.clone(),
+            listeners,
+            certificates: status::certs::of_config(config),
+            shared_zones: config
+                .caches
+                .iter()
+                .filter(|zone| zone.shared.is_some())
+                .map(|zone| zone.name.clone())
+                .collect(),
+        }
     }
 
     /// Kept groups keep their health checks; new and changed ones start theirs and have their
@@ -377,8 +443,11 @@ impl Running {
                 let (stop, stopped) = watch::channel(false);
                 tokio::spawn(crate::ops::admin::serve(
                     socket,
-                    self.metrics.clone(),
-                    self.admin_zones.clone(),
+                    crate::ops::admin::Sources {
+                        metrics: self.metrics.clone(),
+                        zones: self.admin_zones.clone(),
+                        status: self.status.clone(),
+                    },
                     stopped,
                 ));
                 self.admin = Some(LiveAdmin {

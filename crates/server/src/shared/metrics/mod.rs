@@ -13,7 +13,7 @@
 
 pub mod access;
 pub mod cache;
-mod compress_cpu;
+pub mod compress_cpu;
 pub mod dictionary;
 mod handles;
 mod histogram;
