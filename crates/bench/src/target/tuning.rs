@@ -250,8 +250,8 @@ pub const TUNING: &[Tuning] = &[
         when: When::Http3,
         line: "\t\tprotocols h1 h2 h3",
         reason: "HTTP/3 on the HTTPS port's UDP side, as Caddy 2.6 serves by default (quic-go); \
-                 the lab's host has `net.core.rmem_max` and `wmem_max` at 4 MiB, above the \
-                 2.5 MB quic-go asks for its UDP buffers, so Caddy logs no buffer warning",
+                 the host's `net.core.rmem_max` (4 MiB here) is above the 2 MiB receive buffer \
+                 quic-go asks for, so it runs with the buffer its docs ask operators to allow",
         source: CADDY_OPTIONS,
     },
     Tuning {
