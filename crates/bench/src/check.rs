@@ -107,6 +107,14 @@ pub async fn fetch(
     sender: &mut client::Sender,
     template: &RequestTemplate,
 ) -> Result<Fetched, String> {
+    if let client::Sender::H3(h3) = sender {
+        let (status, headers, body) = client::fetch_h3(h3, template.build()).await?;
+        return Ok(Fetched {
+            status,
+            headers,
+            body,
+        });
+    }
     let resp = sender
         .send(template.build())
         .await

@@ -118,6 +118,49 @@ pub async fn send_h3(
     Ok((status, head_size + 17))
 }
 
+/// One HTTP/3 request on `sender`, the response whole (the checks): status, head, body.
+pub async fn fetch_h3(
+    sender: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    req: Request<Full<Bytes>>,
+) -> Result<(u16, HeaderMap, Bytes), String> {
+    use hyper::body::Buf as _;
+    let (parts, body) = req.into_parts();
+    let body = body.into_inner().unwrap_or_default();
+    let mut stream = sender
+        .send_request(Request::from_parts(parts, ()))
+        .await
+        .map_err(|e| format!("HTTP/3 request: {e}"))?;
+    if !body.is_empty() {
+        stream
+            .send_data(body)
+            .await
+            .map_err(|e| format!("HTTP/3 request body: {e}"))?;
+    }
+    stream
+        .finish()
+        .await
+        .map_err(|e| format!("HTTP/3 request end: {e}"))?;
+    let head = stream
+        .recv_response()
+        .await
+        .map_err(|e| format!("HTTP/3 response: {e}"))?;
+    let mut collected = bytes::BytesMut::new();
+    while let Some(mut chunk) = stream
+        .recv_data()
+        .await
+        .map_err(|e| format!("HTTP/3 response body: {e}"))?
+    {
+        while chunk.has_remaining() {
+            let piece = chunk.chunk();
+            collected.extend_from_slice(piece);
+            let n = piece.len();
+            chunk.advance(n);
+        }
+    }
+    let (head, ()) = head.into_parts();
+    Ok((head.status.as_u16(), head.headers, collected.freeze()))
+}
+
 /// A QUIC connection speaking HTTP/3 to `endpoint`, on a client endpoint of its own (its own
 /// UDP socket, as separate clients would have).
 async fn connect_h3(endpoint: &Endpoint, tls: &TlsConnector) -> Result<Connected, String> {

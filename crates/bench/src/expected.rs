@@ -13,7 +13,13 @@ use crate::scenario::{Scenario, Setup};
 /// The identity body a correct target sends for `scenario`'s request.
 pub async fn identity_body(scenario: &Scenario, page: &Bytes) -> Result<Bytes, String> {
     let proxy = match &scenario.setup {
-        Setup::Static { .. } | Setup::Precompressed => return Ok(page.clone()),
+        Setup::Static { .. } | Setup::Precompressed => {
+            return Ok(if is_download(scenario) {
+                fixtures::download()
+            } else {
+                page.clone()
+            });
+        }
         Setup::Direct => None,
         Setup::Proxy(p) => Some(p),
     };
@@ -50,4 +56,39 @@ pub async fn identity_body(scenario: &Scenario, page: &Bytes) -> Result<Bytes, S
         .await
         .map(|c| c.to_bytes())
         .map_err(|e| format!("reading the origin's answer: {e}"))
+}
+
+/// Whether `scenario` fetches the large download rather than the page.
+pub fn is_download(scenario: &Scenario) -> bool {
+    scenario
+        .load
+        .path
+        .strip_prefix('/')
+        .is_some_and(|p| p == fixtures::DOWNLOAD_NAME)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::scenario;
+
+    #[tokio::test]
+    async fn the_download_rows_expect_the_10_mib_file_and_the_others_the_page() {
+        let page = fixtures::page();
+        for s in scenario::all(false) {
+            if !matches!(s.setup, Setup::Static { .. } | Setup::Precompressed) {
+                continue;
+            }
+            let body = identity_body(&s, &page).await.unwrap();
+            if s.name.starts_with("download-") {
+                assert!(is_download(&s), "{}", s.name);
+                assert_eq!(body.len(), fixtures::DOWNLOAD_SIZE, "{}", s.name);
+                assert_eq!(body, fixtures::download(), "{}", s.name);
+            } else {
+                assert!(!is_download(&s), "{}", s.name);
+                assert_eq!(body, page, "{}", s.name);
+            }
+        }
+    }
 }

@@ -20,6 +20,10 @@ pub const PAGE_NAME: &str = "index.html";
 /// alone took three of them.
 pub const STREAM_CHUNKS: usize = 2048;
 pub const STREAM_CHUNK_SIZE: usize = 16 * 1024;
+/// The large download of the `http3` group: a 10 MiB file of random bytes beside the page
+/// (incompressible, so no coding changes what is sent).
+pub const DOWNLOAD_NAME: &str = "download.bin";
+pub const DOWNLOAD_SIZE: usize = 10 * 1024 * 1024;
 
 /// A small deterministic generator (xorshift64*): fixtures must not change between runs.
 struct Rng(u64);
@@ -172,6 +176,17 @@ pub fn page() -> Bytes {
          </body>\n</html>\n",
     );
     Bytes::from(html)
+}
+
+/// The large download ([`DOWNLOAD_NAME`]): [`DOWNLOAD_SIZE`] deterministic random bytes.
+pub fn download() -> Bytes {
+    let mut rng = Rng(0x5eed_0003);
+    let mut data = Vec::with_capacity(DOWNLOAD_SIZE);
+    while data.len() < DOWNLOAD_SIZE {
+        data.extend_from_slice(&rng.next().to_le_bytes());
+    }
+    data.truncate(DOWNLOAD_SIZE);
+    Bytes::from(data)
 }
 
 /// Seed 000's request body: ~40 KB of JSON records that gzip to ~10 KB.

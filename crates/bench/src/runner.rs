@@ -470,6 +470,10 @@ fn prepare(work_dir: &Path, args: &RunArgs) -> Result<Context, String> {
     mkdir(&page_dir)?;
     mkdir(&precompressed_dir)?;
     write(&page_dir.join(fixtures::PAGE_NAME), &page)?;
+    write(
+        &page_dir.join(fixtures::DOWNLOAD_NAME),
+        &fixtures::download(),
+    )?;
     let original = precompressed_dir.join(fixtures::PAGE_NAME);
     write(&original, &page)?;
     // Sidecars at the maximum levels, as `sluice precompress` and the seed's `gzip -9` write.

@@ -94,7 +94,7 @@ pub fn group_info(group: &str) -> GroupInfo {
                  HTTP/2 change req/s against HTTP/1.1, and how many header bytes does HPACK save?",
             ),
             header_bytes: true,
-            ..plain("TLS: HTTP/1.1 vs HTTP/2 in front of a unix-socket origin")
+            ..plain("TLS: HTTP/1.1 vs HTTP/2 vs HTTP/3 in front of a unix-socket origin")
         },
         "seed-003" => GroupInfo {
             reproduces: Some(
@@ -126,6 +126,14 @@ pub fn group_info(group: &str) -> GroupInfo {
             ),
             mb_per_sec: true,
             ..plain("Streaming a large chunked response: raw vs gzip")
+        },
+        "http3" => GroupInfo {
+            reproduces: Some(
+                "issue 24 (HTTP/3): what do larger responses cost over QUIC against HTTP/2 on the \
+                 same server, the 340 KB JSON proxied and a 10 MiB file? Only sluice and Caddy \
+                 serve HTTP/3 among the peers (nginx 1.22 and HAProxy 2.6 in Debian have no QUIC).",
+            ),
+            ..plain("HTTP/3: large responses over QUIC beside HTTP/2")
         },
         "many-conns" => GroupInfo {
             reproduces: Some(

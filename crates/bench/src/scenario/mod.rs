@@ -221,7 +221,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ),
     (
         "seed-002",
-        "TLS HTTP/1.1 vs HTTP/2 to a unix-socket origin, 120 B body (c=100)",
+        "TLS HTTP/1.1 vs HTTP/2 vs HTTP/3 to a unix-socket origin, 120 B body (c=100)",
     ),
     (
         "seed-003",
@@ -240,6 +240,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "~34 MB chunked stream through the proxy, raw vs gzip level 1, MB/s",
     ),
     (
+        "http3",
+        "HTTP/2 vs HTTP/3 over TLS: the 340 KB JSON proxied (c=6), a 10 MiB file (c=4)",
+    ),
+    (
         "many-conns",
         "1,000 concurrent keep-alive HTTP/1.1 clients on the static page: req/s and latency spread",
     ),
@@ -256,6 +260,7 @@ pub fn all(quick: bool) -> Vec<Scenario> {
     table::api_compress(&mut list);
     table::cache_compress(&mut list);
     table::seed_004(&mut list);
+    table::http3(&mut list);
     table::many_conns(&mut list);
     if quick {
         for s in &mut list {

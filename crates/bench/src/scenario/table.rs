@@ -242,7 +242,9 @@ pub(super) fn seed_000(list: &mut Vec<Scenario>) {
 }
 
 pub(super) fn seed_002(list: &mut Vec<Scenario>) {
-    for protocol in [Protocol::H1, Protocol::H2] {
+    // HTTP/3 beside them (issue 24): the same request over QUIC, one connection per client
+    // like the others (h2load's `-c 100 -m 1`); only the built-in driver speaks it.
+    for protocol in [Protocol::H1, Protocol::H2, Protocol::H3] {
         let mut load = LoadSpec::get("/hello", 100, 20_000);
         load.protocol = protocol;
         load.tls = true;
@@ -323,4 +325,43 @@ pub(super) fn many_conns(list: &mut Vec<Scenario>) {
         .label("file", "74 KB, no compression")
         .label("connections", "1000"),
     );
+}
+
+/// Issue 24's HTTP/3 rows beyond seed 002's small response: the 340 KB JSON proxied (seed 003's
+/// body, c=6) and a 10 MiB static download (c=4), each over HTTP/2 and HTTP/3 on TLS, so the
+/// table compares the two transports on the same server in one run.
+pub(super) fn http3(list: &mut Vec<Scenario>) {
+    for protocol in [Protocol::H2, Protocol::H3] {
+        let mut load = LoadSpec::get("/what-date-is-it", 6, 4_000);
+        load.protocol = protocol;
+        load.tls = true;
+        list.push(
+            Scenario::new(
+                &format!("json-{}", protocol.alpn()),
+                "http3",
+                Setup::Proxy(ProxySetup::to_one()),
+                load,
+            )
+            .label("body", "340 KB JSON, proxied")
+            .label("protocol", protocol.alpn())
+            .label("concurrency", "6"),
+        );
+    }
+    for protocol in [Protocol::H2, Protocol::H3] {
+        // A 10 MiB file moves in a few ms to tens of ms: 200 are a few seconds at the slowest.
+        let mut load = LoadSpec::get(&format!("/{}", fixtures::DOWNLOAD_NAME), 4, 200);
+        load.protocol = protocol;
+        load.tls = true;
+        list.push(
+            Scenario::new(
+                &format!("download-{}", protocol.alpn()),
+                "http3",
+                Setup::Static { compress: None },
+                load,
+            )
+            .label("body", "10 MiB file")
+            .label("protocol", protocol.alpn())
+            .label("concurrency", "4"),
+        );
+    }
 }

@@ -345,6 +345,11 @@ mod tests {
         assert!(h2.contains("reverse_proxy unix//w/o0.sock {"), "{h2}");
         let h1 = file("tls-h1").unwrap();
         assert!(h1.contains("protocols h1\n"), "{h1}");
+        for name in ["tls-h3", "json-h3", "download-h3"] {
+            let h3 = file(name).unwrap();
+            assert!(h3.contains("protocols h1 h2 h3\n"), "{h3}");
+            assert!(h3.contains("\ttls /w/cert.pem /w/key.pem\n"), "{h3}");
+        }
     }
 
     #[test]

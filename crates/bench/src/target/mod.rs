@@ -139,6 +139,11 @@ pub fn start(
     ctx: &Context,
     origins: &Origins,
 ) -> Result<Running, StartError> {
+    if scenario.load.protocol == crate::scenario::Protocol::H3
+        && let Some(why) = no_http3(kind)
+    {
+        return Err(StartError::NotSupported(why.into()));
+    }
     let addr = free_port().map_err(StartError::Failed)?;
     let dir = target_dir(ctx, scenario, kind)?;
     let mut process = match kind {
@@ -159,6 +164,23 @@ pub fn start(
         },
         process,
     })
+}
+
+/// Why `kind` cannot serve HTTP/3, or `None` when it can (sluice, Caddy).
+pub fn no_http3(kind: TargetKind) -> Option<&'static str> {
+    match kind {
+        TargetKind::Sluice | TargetKind::Caddy => None,
+        TargetKind::Nginx => Some(
+            "nginx 1.22 in Debian has no HTTP/3 (its QUIC module, ngx_http_v3_module, came \
+             with nginx 1.25)",
+        ),
+        TargetKind::Haproxy => Some(
+            "HAProxy 2.6 in Debian is built without QUIC (`haproxy -vv`: -QUIC; it needs a \
+             QUIC-enabled TLS library)",
+        ),
+        TargetKind::Varnish => Some("Varnish has no TLS, so no QUIC"),
+        TargetKind::Baseline => Some("the baseline is hyper over TCP; it has no QUIC"),
+    }
 }
 
 /// `work_dir/<scenario>-<target>`, created, as an absolute path: every target's config and
@@ -266,5 +288,33 @@ mod tests {
             relative.push("..");
         }
         relative.join(to.strip_prefix("/").unwrap())
+    }
+
+    /// The h3 rows run against sluice and Caddy only; every other target says why not, before
+    /// anything is started.
+    #[test]
+    fn only_sluice_and_caddy_serve_http3() {
+        let ctx = Context::for_tests("/nonexistent-lab-dir");
+        for name in ["tls-h3", "json-h3", "download-h3"] {
+            let s = test_support::scenario(name);
+            assert_eq!(s.load.protocol, crate::scenario::Protocol::H3);
+            assert!(s.load.tls, "{name}");
+            for kind in [
+                TargetKind::Nginx,
+                TargetKind::Haproxy,
+                TargetKind::Varnish,
+                TargetKind::Baseline,
+            ] {
+                match start(kind, &s, &ctx, &Origins::none()) {
+                    Err(StartError::NotSupported(why)) => {
+                        assert_eq!(Some(why.as_str()), no_http3(kind), "{name}")
+                    }
+                    Err(other) => panic!("{name} {}: {other:?}", kind.name()),
+                    Ok(_) => panic!("{name} {}: started", kind.name()),
+                }
+            }
+            assert_eq!(no_http3(TargetKind::Sluice), None);
+            assert_eq!(no_http3(TargetKind::Caddy), None);
+        }
     }
 }

@@ -94,7 +94,8 @@ impl Settings {
             .stream_receive_window(STREAM_WINDOW.into())
             .receive_window(CONNECTION_WINDOW.into())
             .send_window(u64::from(CONNECTION_WINDOW))
-            .max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok());
+            .max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok())
+            .enable_segmentation_offload(segmentation_offload());
         server
             .transport_config(Arc::new(transport))
             .max_incoming(MAX_INCOMING)
@@ -113,6 +114,14 @@ impl Settings {
         let value = format!("h3=\":{port}\"; ma={}", max_age.as_secs());
         HeaderValue::from_str(&value).ok()
     }
+}
+
+/// Whether quinn may send with UDP GSO (several datagrams of a connection in one `sendmsg`)
+/// where the kernel has it: yes, unless `SLUICE_QUIC_GSO=off` (or `0`) is in the environment.
+/// Not a setting: the switch exists for the lab's A/B measurement of what GSO saves
+/// (docs/http3.md, "UDP GSO and GRO"). quinn-udp turns GRO on for receiving by itself.
+fn segmentation_offload() -> bool {
+    !std::env::var("SLUICE_QUIC_GSO").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "false"))
 }
 
 /// Bind a UDP socket for a listener's QUIC side.
@@ -429,8 +438,11 @@ async fn serve_request<C>(
     };
     let (head, stream) = resolved;
     // Loaded per request and held to its end, as over TCP: a reload reaches the next request.
-    let pipeline = shared.load().pipeline.clone();
-    shared.load().task.metrics.request(Version::HTTP_3);
+    let pipeline = {
+        let state = shared.load();
+        state.task.metrics.request(Version::HTTP_3);
+        state.pipeline.clone()
+    };
     let (mut send, recv) = stream.split();
     let (mut parts, ()) = head.into_parts();
     parts.version = Version::HTTP_3;
