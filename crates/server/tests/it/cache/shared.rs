@@ -23,7 +23,6 @@ const BREAKER_OPEN: &str = "sluice_cache_shared_breaker_open";
 const CORRECTNESS_DEADLINE: &str = "1s";
 const OUTAGE_DEADLINE: &str = "20ms";
 
-
 /// An instance of the fleet: zone `main` with the shared tier at `redis`, compression on.
 async fn instance(origin: &Origin, redis: &Redis) -> Edge {
     instance_with(origin, redis, CORRECTNESS_DEADLINE).await

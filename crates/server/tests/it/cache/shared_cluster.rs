@@ -28,7 +28,6 @@ const PATHS: usize = 30;
 const CORRECTNESS_DEADLINE: &str = "1s";
 const OUTAGE_DEADLINE: &str = "20ms";
 
-
 async fn instance(origin: &Origin, cluster: &RedisCluster) -> Edge {
     instance_with(origin, cluster, CORRECTNESS_DEADLINE).await
 }
