@@ -38,6 +38,9 @@ use crate::connect::{
 use crate::proxy_protocol::ClientAddresses;
 use crate::tls::{TlsSetupError, UpstreamTlsConnector};
 
+/// A peer's HTTP/2 clients: pooled and fresh.
+type ClientPair = [Client<Connector, Body>; 2];
+
 /// Sends requests to the peers of one group over pooled connections.
 #[derive(Clone)]
 pub struct UpstreamClient {
@@ -61,7 +64,7 @@ pub struct UpstreamClient {
     proxy_protocol: bool,
     /// HTTP/2 clients (pooled, fresh) of peers discovered by DNS, made at their first request
     /// and dropped when the peer goes ([`Self::remove_peer`]).
-    discovered: Arc<RwLock<HashMap<usize, [Client<Connector, Body>; 2]>>>,
+    discovered: Arc<RwLock<HashMap<usize, ClientPair>>>,
     /// The builders of `clients` and `fresh`, for `discovered`.
     builders: Arc<[hyper_util::client::legacy::Builder; 2]>,
 }
