@@ -14,9 +14,9 @@ use crate::raw::{
     RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress,
     RawCompressLevels, RawConfig, RawDecompress, RawDictionaryLevels, RawDictionaryTable,
     RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawNot,
-    RawProxy, RawRateLimit, RawRedirect, RawRespond, RawResponseHeaders, RawRetry, RawRoute,
-    RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
-    RawUpstreamTimeouts, RawUpstreamTls,
+    RawProxy, RawRateLimit, RawRedirect, RawResolver, RawRespond, RawResponseHeaders, RawRetry,
+    RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable,
+    RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.
@@ -40,6 +40,7 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
     match pattern.as_slice() {
         [] => fields_of::<RawConfig>(),
         [K("server")] => fields_of::<RawServer>(),
+        [K("resolver")] => fields_of::<RawResolver>(),
         [K("log")] => fields_of::<RawLog>(),
         [K("listeners"), I] => fields_of::<RawListener>(),
         [K("listeners"), I, K("tls")] => fields_of::<RawTlsTable>(),

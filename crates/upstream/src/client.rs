@@ -16,6 +16,8 @@
 //! ([`on_reused_connection`]) goes there, because the pool's next idle connection has been idle
 //! as long as the one that just died and may be closed by the server's same idle timeout.
 
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use http::uri::{self, Authority, PathAndQuery, Scheme};
@@ -27,7 +29,7 @@ use std::sync::atomic::Ordering;
 use hyper_util::client::legacy::connect::capture_connection;
 use hyper_util::client::legacy::{self, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use sluice_config::Upstream;
+use sluice_config::{Upstream, UpstreamAddress};
 use sluice_core::{Body, BoxError};
 
 use crate::connect::{
@@ -35,6 +37,9 @@ use crate::connect::{
 };
 use crate::proxy_protocol::ClientAddresses;
 use crate::tls::{TlsSetupError, UpstreamTlsConnector};
+
+/// A peer's HTTP/2 clients: pooled and fresh.
+type ClientPair = [Client<Connector, Body>; 2];
 
 /// Sends requests to the peers of one group over pooled connections.
 #[derive(Clone)]
@@ -57,6 +62,11 @@ pub struct UpstreamClient {
     scheme: Scheme,
     /// Pool per client connection and name it in a PROXY header.
     proxy_protocol: bool,
+    /// HTTP/2 clients (pooled, fresh) of peers discovered by DNS, made at their first request
+    /// and dropped when the peer goes ([`Self::remove_peer`]).
+    discovered: Arc<RwLock<HashMap<usize, ClientPair>>>,
+    /// The builders of `clients` and `fresh`, for `discovered`.
+    builders: Arc<[hyper_util::client::legacy::Builder; 2]>,
 }
 
 impl UpstreamClient {
@@ -102,6 +112,7 @@ impl UpstreamClient {
                 }
             };
         let clients = build(&builder);
+        let pooled = builder.clone();
         // hyper-util turns its pool off when no idle connection may be kept.
         builder.pool_max_idle_per_host(0);
         let fresh = build(&builder);
@@ -118,7 +129,40 @@ impl UpstreamClient {
                 Scheme::HTTP
             },
             proxy_protocol: config.send_proxy_protocol,
+            discovered: Arc::default(),
+            builders: Arc::new([pooled, builder]),
         })
+    }
+
+    /// A peer discovered by DNS: peer `index` is at `address`.
+    pub fn add_peer(&self, index: usize, address: UpstreamAddress) {
+        self.connector.table().insert(index, address);
+    }
+
+    /// Keep the peers `keep` says yes to; the others (discovered by DNS, gone and drained) are
+    /// forgotten: new connections to them fail, and their HTTP/2 clients are dropped (idle
+    /// HTTP/1.1 connections close at their idle timeout).
+    pub fn retain_peers(&self, keep: impl Fn(usize) -> bool) {
+        self.connector.table().retain(&keep);
+        let mut discovered = self.discovered.write().unwrap_or_else(|e| e.into_inner());
+        discovered.retain(|index, _| keep(*index));
+    }
+
+    /// The HTTP/2 client of peer `index` (`which`: 0 pooled, 1 fresh), made for a discovered
+    /// peer at its first request.
+    fn h2_client(&self, index: usize, which: usize) -> Option<Client<Connector, Body>> {
+        let read = self.discovered.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(both) = read.get(&index) {
+            return both.get(which).cloned();
+        }
+        drop(read);
+        let mut write = self.discovered.write().unwrap_or_else(|e| e.into_inner());
+        let both = write.entry(index).or_insert_with(|| {
+            let [pooled, fresh] = &*self.builders;
+            let connector = self.connector.for_peer(index);
+            [pooled.build(connector.clone()), fresh.build(connector)]
+        });
+        both.get(which).cloned()
     }
 
     /// Connections open to peer `index` (the pool's idle ones and the busy ones).
@@ -151,16 +195,17 @@ impl UpstreamClient {
         impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + use<>,
         BoxError,
     > {
-        let clients = match connection {
-            Connection::Pooled => &self.clients,
-            Connection::New => &self.fresh,
+        let (clients, which) = match connection {
+            Connection::Pooled => (&self.clients, 0),
+            Connection::New => (&self.fresh, 1),
         };
-        self.send_with(clients, index, req)
+        self.send_with(clients, which, index, req)
     }
 
     fn send_with(
         &self,
         clients: &[Client<Connector, Body>],
+        which: usize,
         index: usize,
         mut req: Request<Body>,
     ) -> Result<
@@ -181,16 +226,28 @@ impl UpstreamClient {
                 .get(http::header::HOST)
                 .and_then(|h| Authority::try_from(h.as_bytes()).ok())
                 .unwrap_or_else(|| Authority::from_static("localhost"));
-            (clients.get(index), Some(host))
+            let client = match clients.get(index) {
+                Some(client) => std::borrow::Cow::Borrowed(client),
+                None => {
+                    std::borrow::Cow::Owned(self.h2_client(index, which).ok_or_else(|| {
+                        BoxError::from(format!("no upstream peer number {index}"))
+                    })?)
+                }
+            };
+            (Some(client), Some(host))
         } else if let Some(client) = self
             .proxy_protocol
             .then(|| req.extensions().get::<ClientAddresses>())
             .flatten()
         {
             let authority = Authority::try_from(client_authority(index, client).as_str()).ok();
-            (clients.first(), authority)
+            (clients.first().map(std::borrow::Cow::Borrowed), authority)
         } else {
-            (clients.first(), self.authorities.get(index).cloned())
+            let authority = self.authorities.get(index).cloned().or_else(|| {
+                // A peer discovered by DNS: numbers past the configured servers.
+                Authority::try_from(peer_authority(index).as_str()).ok()
+            });
+            (clients.first().map(std::borrow::Cow::Borrowed), authority)
         };
         let client =
             client.ok_or_else(|| BoxError::from(format!("no upstream peer number {index}")))?;

@@ -10,11 +10,12 @@
 //! (`pN.<source>.<destination>`, hex): the connector learns whom the header is about, and the
 //! pool keys connections per client connection, so one never carries another client's requests.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -83,15 +84,51 @@ fn peer_target(uri: &http::Uri) -> Option<(usize, Option<ClientAddresses>)> {
     Some((index, client))
 }
 
+/// Where each peer of a group is, by [`crate::Peer::index`], and how many connections are open
+/// to it. Shared by the group's connectors; a group whose servers are discovered by DNS adds
+/// and removes entries as peers come and go ([`crate::client::UpstreamClient::add_peer`]). A
+/// lock, not atomics, because it is read once per new connection, never per request.
+#[derive(Clone, Default)]
+pub struct PeerTable(Arc<RwLock<HashMap<usize, Arc<Target>>>>);
+
+/// One peer's address and open-connection count.
+struct Target {
+    address: UpstreamAddress,
+    open: AtomicUsize,
+}
+
+impl PeerTable {
+    /// Peer `index` is at `address` (an entry already there is kept, with its count).
+    pub fn insert(&self, index: usize, address: UpstreamAddress) {
+        let mut table = self.0.write().unwrap_or_else(|e| e.into_inner());
+        table.entry(index).or_insert_with(|| {
+            Arc::new(Target {
+                address,
+                open: AtomicUsize::new(0),
+            })
+        });
+    }
+
+    /// Keep the peers `keep` says yes to.
+    pub fn retain(&self, keep: impl Fn(usize) -> bool) {
+        let mut table = self.0.write().unwrap_or_else(|e| e.into_inner());
+        table.retain(|index, _| keep(*index));
+    }
+
+    fn get(&self, index: usize) -> Option<Arc<Target>> {
+        let table = self.0.read().unwrap_or_else(|e| e.into_inner());
+        table.get(&index).cloned()
+    }
+}
+
 /// Called with each new connection's set-up time (for metrics).
 pub type ConnectObserver = Arc<dyn Fn(usize, Duration) + Send + Sync>;
 
 /// Connects to the peers of one group.
 #[derive(Clone)]
 pub struct Connector {
-    addresses: Arc<[UpstreamAddress]>,
-    /// Connections open per peer, decremented when a [`Stream`] is dropped.
-    open: Arc<[AtomicUsize]>,
+    /// Addresses and connections open per peer (decremented when a [`Stream`] is dropped).
+    table: PeerTable,
     timeout: Duration,
     observer: Option<ConnectObserver>,
     /// Always connect to this peer, whatever the URI says (HTTP/2 groups: the URI's authority
@@ -109,10 +146,16 @@ impl Connector {
         timeout: Duration,
         observer: Option<ConnectObserver>,
     ) -> Self {
-        let open = addresses.iter().map(|_| AtomicUsize::new(0)).collect();
+        let table = PeerTable::default();
+        for (index, address) in addresses.into_iter().enumerate() {
+            // A `dns+` server is no peer of its own: its resolved addresses are added as they
+            // come.
+            if !matches!(address, UpstreamAddress::Dns(_)) {
+                table.insert(index, address);
+            }
+        }
         Self {
-            addresses: addresses.into(),
-            open,
+            table,
             timeout,
             observer,
             fixed: None,
@@ -147,9 +190,14 @@ impl Connector {
 
     /// Connections open to peer `index` now (idle in the pool or busy).
     pub fn open_connections(&self, index: usize) -> usize {
-        self.open
+        self.table
             .get(index)
-            .map_or(0, |n| n.load(Ordering::Relaxed))
+            .map_or(0, |t| t.open.load(Ordering::Relaxed))
+    }
+
+    /// The table of the peers this connector reaches.
+    pub fn table(&self) -> &PeerTable {
+        &self.table
     }
 
     /// Open a connection to peer `index` (with a PROXY `LOCAL` header, if the group sends them).
@@ -163,7 +211,7 @@ impl Connector {
         index: usize,
         client: Option<ClientAddresses>,
     ) -> io::Result<Stream> {
-        let address = self.addresses.get(index).ok_or_else(|| {
+        let target = self.table.get(index).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("no upstream peer number {index}"),
@@ -171,13 +219,19 @@ impl Connector {
         })?;
         let started = Instant::now();
         let connecting = async {
-            let mut io = match address {
+            let mut io = match &target.address {
                 UpstreamAddress::Tcp(host_port) => {
                     let stream = TcpStream::connect(host_port.as_str()).await?;
                     stream.set_nodelay(true)?;
                     Io::Tcp(stream)
                 }
                 UpstreamAddress::Unix(path) => Io::Unix(UnixStream::connect(path).await?),
+                UpstreamAddress::Dns(records) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{records} is a name to resolve, not a peer"),
+                    ));
+                }
             };
             if self.proxy_protocol {
                 // Before TLS: the header belongs to the transport (as HAProxy sends it).
@@ -199,7 +253,7 @@ impl Connector {
         if let Some(observe) = &self.observer {
             observe(index, started.elapsed());
         }
-        Ok(stream.counted(self.open.clone(), index))
+        Ok(stream.counted(target))
     }
 }
 
@@ -235,7 +289,7 @@ pub struct Stream {
     io: Io,
     uses: ConnectionUses,
     /// The connector's per-peer open counts and this stream's peer.
-    open: Option<(Arc<[AtomicUsize]>, usize)>,
+    open: Option<Arc<Target>>,
 }
 
 enum Io {
@@ -258,21 +312,17 @@ impl Stream {
         }
     }
 
-    fn counted(mut self, open: Arc<[AtomicUsize]>, index: usize) -> Self {
-        if let Some(n) = open.get(index) {
-            n.fetch_add(1, Ordering::Relaxed);
-            self.open = Some((open, index));
-        }
+    fn counted(mut self, target: Arc<Target>) -> Self {
+        target.open.fetch_add(1, Ordering::Relaxed);
+        self.open = Some(target);
         self
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if let Some((open, index)) = &self.open
-            && let Some(n) = open.get(*index)
-        {
-            n.fetch_sub(1, Ordering::Relaxed);
+        if let Some(target) = &self.open {
+            target.open.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -27,15 +27,29 @@
 //!   of a panic-routed request ends that server's ejection ([`crate::health::passive`]). Order:
 //!   primaries, then backups, then panic over every tier.
 //!
-//! A group is built once from the typed config (at start and on every reload, when the old group
-//! is dropped with its last request), so balancers can precompute; picking takes no lock.
+//! A group is built from the typed config (at start and on every reload, when the old group
+//! is dropped with its last request). Its peers and balancers form one snapshot, precomputed
+//! (schedules, rings) and swapped whole when servers discovered by DNS change
+//! ([`Group::update`]); picking loads the snapshot and takes no lock.
+//!
+//! **Servers discovered by DNS.** A `dns+` server stands for the addresses its name resolves
+//! to; [`Group::update`] is the one place that turns resolved sets into peers. An address that
+//! stays keeps its [`Peer`] (its number, in-flight count, passive and active health, and so its
+//! pool, which is keyed by the number); a new one gets a new peer with a number never used by
+//! another address of the group while it stays; a gone one leaves the snapshot, and requests
+//! already on it finish on the peer they hold. SRV priorities are backup levels: the lowest is
+//! primary, each higher one a further tier, after the configured backups of the same level
+//! (level = the priority's rank among the name's priorities, plus 1 for a server marked
+//! `backup`). Picking walks the tiers in level order, as it walks primaries then backups.
 
-use std::net::IpAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use http::{HeaderMap, Uri};
-use sluice_config::Upstream;
+use sluice_config::{Upstream, UpstreamAddress, UpstreamServer};
 
 use crate::balance::{self, Balance, Filter};
 use crate::peer::Peer;
@@ -57,51 +71,81 @@ pub struct Picked {
     pub panic: bool,
 }
 
+/// One address a `dns+` server resolved to, as [`Group::update`] takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub address: SocketAddr,
+    /// The name and port it was found under (`app.internal:8080`; for SRV, the target's).
+    pub host: String,
+    /// SRV weight (scaled to the balancer's range), or `None`: the server's configured weight.
+    pub weight: Option<u32>,
+    /// Rank of the SRV priority among the name's priorities (0 = the lowest = primary).
+    pub level: u32,
+}
+
+/// The peers added and removed by one [`Group::update`].
+#[derive(Debug, Default)]
+pub struct Change {
+    pub added: Vec<Arc<Peer>>,
+    pub removed: Vec<Arc<Peer>>,
+}
+
+impl Change {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
 /// The servers of one `[upstreams.NAME]` and how requests are spread over them.
 #[derive(Debug)]
 pub struct Group {
     config: Upstream,
-    /// Every peer, in configuration order: `peers[i].index() == i`.
-    peers: Vec<Arc<Peer>>,
-    primary: Box<dyn Balance>,
-    /// `None` when the group has no backup servers.
-    backup: Option<Box<dyn Balance>>,
+    snapshot: ArcSwap<Snapshot>,
+    /// Numbers of discovered addresses, and the next one to give; also serialises updates.
+    numbers: Mutex<Numbers>,
+}
+
+/// The peers and their tiers at one moment.
+#[derive(Debug)]
+struct Snapshot {
+    /// Every peer: configured servers in configuration order, then discovered ones.
+    peers: Arc<[Arc<Peer>]>,
+    /// Balancers by level, lowest (primary) first.
+    tiers: Vec<Box<dyn Balance>>,
+    /// The last sets [`Group::update`] was given, by the `dns+` server's position.
+    resolved: HashMap<usize, Vec<Resolved>>,
+}
+
+#[derive(Debug)]
+struct Numbers {
+    by_address: HashMap<SocketAddr, usize>,
+    next: usize,
+}
+
+/// A peer-to-be: its settings, host and level.
+struct Wanted {
+    index: Option<usize>,
+    server: UpstreamServer,
+    host: Option<Arc<str>>,
+    level: u32,
 }
 
 impl Group {
     pub fn new(config: &Upstream) -> Self {
-        // nginx's `single`: one primary and no backup (see the module docs).
-        let single = config.servers.len() == 1 && config.servers.iter().all(|s| !s.backup);
-        let peers: Vec<Arc<Peer>> = config
-            .servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let limit = crate::limit::ConnLimit::new(&config.max_conns);
-                let peer = Peer::new(i, s.clone()).with_limit(limit);
-                Arc::new(if single {
-                    peer.without_passive_health()
-                } else {
-                    peer
-                })
-            })
-            .collect();
-        let tier = |backup: bool| -> Vec<Arc<Peer>> {
-            peers
-                .iter()
-                .filter(|p| p.config().backup == backup)
-                .cloned()
-                .collect()
-        };
-        let primary = balance::build(&config.policy, tier(false));
-        let backups = tier(true);
-        let backup = (!backups.is_empty()).then(|| balance::build(&config.policy, backups));
-        Self {
+        let group = Self {
             config: config.clone(),
-            peers,
-            primary,
-            backup,
-        }
+            snapshot: ArcSwap::from_pointee(Snapshot {
+                peers: Arc::new([]),
+                tiers: Vec::new(),
+                resolved: HashMap::new(),
+            }),
+            numbers: Mutex::new(Numbers {
+                by_address: HashMap::new(),
+                next: config.servers.len(),
+            }),
+        };
+        group.update(HashMap::new());
+        group
     }
 
     pub fn name(&self) -> &str {
@@ -112,9 +156,137 @@ impl Group {
         &self.config
     }
 
-    /// Every peer (primaries and backups), in configuration order.
-    pub fn peers(&self) -> &[Arc<Peer>] {
-        &self.peers
+    /// Every peer (primaries and backups) now: configured ones in configuration order, then
+    /// those discovered by DNS.
+    pub fn peers(&self) -> Arc<[Arc<Peer>]> {
+        self.snapshot.load().peers.clone()
+    }
+
+    /// The sets the group's `dns+` servers last resolved to, by server position (what
+    /// [`Group::update`] was last given).
+    pub fn resolved(&self) -> HashMap<usize, Vec<Resolved>> {
+        self.snapshot.load().resolved.clone()
+    }
+
+    /// Replace the peers of the group's `dns+` servers with what they resolve to now:
+    /// `resolved` maps a `dns+` server's position in `servers` to its addresses (a server not
+    /// in it has none). Peers whose address stays are kept (see the module docs). Returns the
+    /// peers added and removed.
+    pub fn update(&self, resolved: HashMap<usize, Vec<Resolved>>) -> Change {
+        let mut numbers = self.numbers.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.snapshot.load_full();
+        let mut wanted: Vec<Wanted> = Vec::new();
+        let mut seen: Vec<SocketAddr> = Vec::new();
+        for (position, server) in self.config.servers.iter().enumerate() {
+            let backup = u32::from(server.backup);
+            if !matches!(server.address, UpstreamAddress::Dns(_)) {
+                wanted.push(Wanted {
+                    index: Some(position),
+                    server: server.clone(),
+                    host: None,
+                    level: backup,
+                });
+                continue;
+            }
+            for found in resolved.get(&position).into_iter().flatten() {
+                // The same address under two names is one peer (the first one's settings).
+                if seen.contains(&found.address) {
+                    continue;
+                }
+                seen.push(found.address);
+                let level = found.level + backup;
+                wanted.push(Wanted {
+                    index: None,
+                    server: UpstreamServer {
+                        address: UpstreamAddress::Tcp(found.address.to_string()),
+                        weight: found.weight.unwrap_or(server.weight).max(1),
+                        backup: level > 0,
+                        ..server.clone()
+                    },
+                    host: Some(found.host.as_str().into()),
+                    level,
+                });
+            }
+        }
+        numbers
+            .by_address
+            .retain(|address, _| seen.contains(address));
+        // nginx's `single`: one primary and no backup (see the module docs).
+        let single = wanted.len() == 1 && wanted.iter().all(|w| w.level == 0);
+        let old_by_index: HashMap<usize, &Arc<Peer>> =
+            old.peers.iter().map(|p| (p.index(), p)).collect();
+        let mut change = Change::default();
+        let mut peers = Vec::with_capacity(wanted.len());
+        let mut levels = Vec::with_capacity(wanted.len());
+        for want in wanted {
+            let index = match want.index {
+                Some(index) => index,
+                None => {
+                    let address = match &want.server.address {
+                        UpstreamAddress::Tcp(a) => a.parse::<SocketAddr>().ok(),
+                        _ => None,
+                    };
+                    let Some(address) = address else { continue };
+                    let Numbers { by_address, next } = &mut *numbers;
+                    *by_address.entry(address).or_insert_with(|| {
+                        *next += 1;
+                        *next - 1
+                    })
+                }
+            };
+            let keep = old_by_index.get(&index).filter(|p| {
+                p.config() == &want.server
+                    && p.host() == want.host.as_deref()
+                    && p.passive_health_on() == (!single && want.server.max_fails > 0)
+            });
+            let peer = match keep {
+                Some(peer) => Arc::clone(peer),
+                None => {
+                    let limit = crate::limit::ConnLimit::new(&self.config.max_conns);
+                    let mut peer = Peer::new(index, want.server).with_limit(limit);
+                    if let Some(host) = want.host {
+                        peer = peer.with_host(host);
+                    }
+                    if single {
+                        peer = peer.without_passive_health();
+                    }
+                    let peer = Arc::new(peer);
+                    if let Some(old) = old_by_index.get(&index) {
+                        change.removed.push(Arc::clone(old));
+                    }
+                    change.added.push(Arc::clone(&peer));
+                    peer
+                }
+            };
+            levels.push(want.level);
+            peers.push(peer);
+        }
+        for old in old.peers.iter() {
+            if !peers.iter().any(|p| p.index() == old.index()) {
+                change.removed.push(Arc::clone(old));
+            }
+        }
+        let mut distinct = levels.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let tiers = distinct
+            .iter()
+            .map(|&level| {
+                let tier = peers
+                    .iter()
+                    .zip(&levels)
+                    .filter(|(_, l)| **l == level)
+                    .map(|(p, _)| Arc::clone(p))
+                    .collect();
+                balance::build(&self.config.policy, tier)
+            })
+            .collect();
+        self.snapshot.store(Arc::new(Snapshot {
+            peers: peers.into(),
+            tiers,
+            resolved,
+        }));
+        change
     }
 
     /// Pick a peer for a request, skipping unavailable peers and those whose index is in `tried`.
@@ -128,37 +300,38 @@ impl Group {
     /// and callers that already read the clock pass it in.
     pub fn pick_at(&self, ctx: &PickContext<'_>, tried: &[usize], now: Instant) -> Option<Picked> {
         let filter = Filter { now, tried };
-        let picked = self.primary.pick(ctx, &filter).or_else(|| {
-            self.backup
-                .as_ref()
-                .and_then(|backup| backup.pick(ctx, &filter))
-        });
+        let snapshot = self.snapshot.load();
+        let picked = snapshot
+            .tiers
+            .iter()
+            .find_map(|tier| tier.pick(ctx, &filter));
         match picked {
             Some(peer) => Some(Picked {
                 peer: Arc::clone(peer),
                 panic: false,
             }),
-            None => self.panic_pick(tried, now).map(|peer| Picked {
+            None => panic_pick(&snapshot.peers, tried, now).map(|peer| Picked {
                 peer: Arc::clone(peer),
                 panic: true,
             }),
         }
     }
+}
 
-    /// Panic routing: of the servers out only on passive health and not yet tried by this
-    /// request, the one out the longest (primaries first on a tie, then configuration order).
-    /// Only reached when no tier could pick, so the scan over every peer is off the usual path.
-    fn panic_pick(&self, tried: &[usize], now: Instant) -> Option<&Arc<Peer>> {
-        self.peers
-            .iter()
-            .filter(|p| !p.config().down && p.is_healthy() && !tried.contains(&p.index()))
-            .filter_map(|p| {
-                let since = p.passively_out_since(now)?;
-                Some(((since, p.config().backup, p.index()), p))
-            })
-            .min_by_key(|(rank, _)| *rank)
-            .map(|(_, p)| p)
-    }
+/// Panic routing: of the servers out only on passive health and not yet tried by this
+/// request, the one out the longest (primaries first on a tie, then configuration order).
+/// Only reached when no tier could pick, so the scan over every peer is off the usual path.
+fn panic_pick<'a>(peers: &'a [Arc<Peer>], tried: &[usize], now: Instant) -> Option<&'a Arc<Peer>> {
+    peers
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.config().down && p.is_healthy() && !tried.contains(&p.index()))
+        .filter_map(|(position, p)| {
+            let since = p.passively_out_since(now)?;
+            Some(((since, p.config().backup, position), p))
+        })
+        .min_by_key(|(rank, _)| *rank)
+        .map(|(_, p)| p)
 }
 
 #[cfg(test)]
@@ -380,7 +553,7 @@ mod tests {
         // Same time out: primaries first.
         let g = group(vec![backup("x"), server("a", 1)], BalancePolicy::RoundRobin);
         let t1 = Instant::now(); // (after the peers were made: earlier times count as their start)
-        for p in g.peers() {
+        for p in g.peers().iter() {
             assert!(p.report_failure(t1));
         }
         assert_eq!(pick_one(&g, &[], t1 + second), Some((1, true)));

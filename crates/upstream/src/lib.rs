@@ -7,6 +7,7 @@
 pub mod balance;
 pub mod client;
 pub mod connect;
+pub mod discovery;
 pub mod group;
 pub mod health;
 pub mod limit;
@@ -14,6 +15,6 @@ pub mod peer;
 pub mod proxy_protocol;
 pub mod tls;
 
-pub use group::{Group, PickContext, Picked};
+pub use group::{Change, Group, PickContext, Picked, Resolved};
 pub use limit::{ConnLimit, ConnSlot, QueueRefusal};
 pub use peer::{InFlight, Peer};

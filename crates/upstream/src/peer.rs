@@ -25,6 +25,10 @@ pub struct Peer {
     passive: Passive,
     /// `max_conns` of the group, per server; `None`: no limit.
     limit: Option<ConnLimit>,
+    /// For a peer discovered by DNS, the name it was found under with its port
+    /// (`app.internal:8080`): its `Host` header and health checks' `Host`, where a configured
+    /// server's `host:port` is used. `None` for configured servers.
+    host: Option<Arc<str>>,
 }
 
 impl Peer {
@@ -38,7 +42,19 @@ impl Peer {
             healthy: AtomicBool::new(true),
             passive,
             limit: None,
+            host: None,
         }
+    }
+
+    /// A peer discovered by DNS under `host` (`name:port`).
+    pub fn with_host(mut self, host: Arc<str>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// The `name:port` a discovered peer was found under (see the field).
+    pub fn host(&self) -> Option<&str> {
+        self.host.as_deref()
     }
 
     /// Never take this peer out on passive failures (`max_fails` and `fail_timeout` ignored):
@@ -47,6 +63,11 @@ impl Peer {
     pub fn without_passive_health(mut self) -> Self {
         self.passive = Passive::new(0, self.config.fail_timeout);
         self
+    }
+
+    /// Whether passive health can take this peer out (see [`Self::without_passive_health`]).
+    pub fn passive_health_on(&self) -> bool {
+        self.passive.is_on()
     }
 
     /// Limit requests in progress on this peer (`max_conns`, see [`crate::limit`]).
@@ -60,7 +81,11 @@ impl Peer {
         self.limit.as_ref()
     }
 
-    /// Position in the group's configuration (and in [`crate::Group::peers`]).
+    /// The peer's number in its group, stable for the peer's life: its position in the
+    /// configuration for a configured server; for one discovered by DNS, a number given when its
+    /// address first appeared and never given to another address while it stays. The pool, the
+    /// connector and per-server metrics key peers by it, and a request's retries list the
+    /// peers it tried by it.
     pub fn index(&self) -> usize {
         self.index
     }

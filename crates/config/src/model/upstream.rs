@@ -28,6 +28,9 @@ pub struct Upstream {
     pub send_proxy_protocol: bool,
     /// Requests in progress per server, and the queue of those waiting for one.
     pub max_conns: MaxConns,
+    /// How `dns+` servers are looked up (the `[resolver]` table); `None` when the group has
+    /// none.
+    pub resolver: Option<super::Resolver>,
 }
 
 /// `max_conns`, `queue_size`, `queue_timeout` of an upstream group (nginx `max_conns` +
@@ -69,6 +72,7 @@ impl Upstream {
             tls: None,
             send_proxy_protocol: false,
             max_conns: MaxConns::default(),
+            resolver: None,
         }
     }
 }
@@ -237,4 +241,8 @@ pub enum UpstreamAddress {
     Tcp(String),
     /// `unix:/path/to.sock`.
     Unix(PathBuf),
+    /// `dns+a:NAME:PORT` or `dns+srv:NAME`: the servers are what the name resolves to, looked
+    /// up in the background and kept up to date (see [`super::DnsRecords`]). Never a peer's
+    /// own address: a group's peers are the resolved `Tcp` addresses.
+    Dns(super::DnsRecords),
 }

@@ -41,6 +41,19 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub caches: BTreeMap<String, RawCacheZone>,
     pub admin: Option<RawAdmin>,
+    pub resolver: Option<RawResolver>,
+}
+
+/// `[resolver]`: how `dns+` upstream servers are looked up.
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a [resolver] table like { servers = [\"127.0.0.1:53\"], timeout = \"2s\" }")]
+pub(crate) struct RawResolver {
+    pub servers: Option<Spanned<OneOrMany>>,
+    pub timeout: Option<Spanned<Scalar>>,
+    pub attempts: Option<Spanned<Scalar>>,
+    pub min_ttl: Option<Spanned<Scalar>>,
+    pub max_ttl: Option<Spanned<Scalar>>,
+    pub keep_last_good: Option<Spanned<Scalar>>,
 }
 
 /// `[admin]`

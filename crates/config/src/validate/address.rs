@@ -73,10 +73,15 @@ pub(super) enum Scheme {
 }
 
 /// Parses an upstream server address: `host:port` (a name or an IP, port 1-65535),
-/// `https://host[:port]` (TLS) or `unix:/absolute/path.sock`.
+/// `https://host[:port]` (TLS), `unix:/absolute/path.sock`, or servers discovered by DNS
+/// (`dns+a:NAME:PORT`, `dns+srv:NAME`; see [`super::resolver`]).
 pub(super) fn parse_upstream_address(text: &str) -> Result<(UpstreamAddress, Scheme), Rejection> {
     let t = text.trim();
     let bad = |hint: String| Err((format!("invalid upstream address `{t}`"), Some(hint)));
+    if let Some(rest) = t.strip_prefix("dns+") {
+        return super::resolver::dns_address(t, rest)
+            .map(|records| (UpstreamAddress::Dns(records), Scheme::Plain));
+    }
     if let Some(path) = t.strip_prefix("unix:") {
         if path.starts_with("//") {
             return bad(format!(r#"write "unix:/{}""#, path.trim_start_matches('/')));
@@ -122,7 +127,7 @@ pub(super) fn parse_upstream_address(text: &str) -> Result<(UpstreamAddress, Sch
 }
 
 /// `host:port`, a name or an IP (IPv6 in brackets) and a port from 1 to 65535.
-fn host_port(t: &str) -> Result<UpstreamAddress, Rejection> {
+pub(super) fn host_port(t: &str) -> Result<UpstreamAddress, Rejection> {
     let bad = |hint: String| Err((format!("invalid upstream address `{t}`"), Some(hint)));
     let Some((host, port)) = t.rsplit_once(':') else {
         return bad(format!(r#"add a port: "{t}:80""#));

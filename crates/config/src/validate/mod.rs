@@ -22,6 +22,7 @@ mod listeners;
 mod matchers;
 mod proxy;
 mod rate_limit;
+mod resolver;
 mod response;
 mod rewrite;
 mod routes;
@@ -67,6 +68,7 @@ pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
     let (routes, inline_upstreams) = routes::routes(cx, raw.routes, &names);
     upstreams.extend(inline_upstreams);
     upstreams.sort_by(|a, b| a.name.cmp(&b.name));
+    resolver::attach(cx, raw.resolver, &mut upstreams);
     let admin = admin::admin(cx, raw.admin, &listeners);
     cx.r.is_empty().then_some(Config {
         server,

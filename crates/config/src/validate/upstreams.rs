@@ -65,6 +65,7 @@ pub(super) fn upstreams(cx: &mut Cx<'_>, raw: BTreeMap<String, RawUpstream>) -> 
                 tls,
                 send_proxy_protocol,
                 max_conns,
+                resolver: None,
             });
         }
     }

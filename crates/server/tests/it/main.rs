@@ -10,6 +10,7 @@ mod cache;
 mod compress;
 mod decompress;
 mod dictionary;
+mod dns_discovery;
 mod docs_paths;
 mod fleet;
 mod h2spec;

@@ -143,6 +143,11 @@ fn ring(peers: &[Arc<Peer>]) -> Vec<Point> {
                 base.update(path.as_os_str().as_encoded_bytes());
                 base.update(b"\0");
             }
+            // Never a peer's address (peers of `dns+` servers are their resolved addresses).
+            UpstreamAddress::Dns(records) => {
+                base.update(records.to_string().as_bytes());
+                base.update(b"\0");
+            }
         }
         let mut prev: u32 = 0;
         for _ in 0..points_for(u64::from(peer.weight())) {

@@ -25,9 +25,9 @@ pub async fn run(
     observer: Option<HealthObserver>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let peers = group.peers().len();
-    let mut successes = vec![0u32; peers];
-    let mut failures = vec![0u32; peers];
+    // Consecutive (successes, failures) by peer number; peers discovered by DNS come and go,
+    // so they are counted from their first check and forgotten when they leave.
+    let mut counts: std::collections::HashMap<usize, (u32, u32)> = Default::default();
     let mut ticker = tokio::time::interval(check.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -35,16 +35,13 @@ pub async fn run(
             _ = ticker.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let probes = group
-            .peers()
-            .iter()
-            .map(|peer| probe(&client, peer.index(), peer.address(), &check));
+        let peers = group.peers();
+        let probes = peers.iter().map(|peer| probe(&client, peer, &check));
         let results = futures_util::future::join_all(probes).await;
-        for (peer, ok) in group.peers().iter().zip(results) {
+        counts.retain(|i, _| peers.iter().any(|p| p.index() == *i));
+        for (peer, ok) in peers.iter().zip(results) {
             let i = peer.index();
-            let (Some(up), Some(down)) = (successes.get_mut(i), failures.get_mut(i)) else {
-                continue;
-            };
+            let (up, down) = counts.entry(i).or_default();
             if ok {
                 *up += 1;
                 *down = 0;
@@ -75,15 +72,12 @@ pub async fn run(
 }
 
 /// One check: true when the peer answered with an expected status within the timeout.
-async fn probe(
-    client: &UpstreamClient,
-    index: usize,
-    address: &UpstreamAddress,
-    check: &HealthCheck,
-) -> bool {
-    let host = match address {
-        UpstreamAddress::Tcp(host_port) => host_port.clone(),
-        UpstreamAddress::Unix(_) => "localhost".to_string(),
+async fn probe(client: &UpstreamClient, peer: &crate::Peer, check: &HealthCheck) -> bool {
+    let index = peer.index();
+    let host = match (peer.host(), peer.address()) {
+        (Some(host), _) => host.to_owned(),
+        (None, UpstreamAddress::Tcp(host_port)) => host_port.clone(),
+        (None, UpstreamAddress::Unix(_) | UpstreamAddress::Dns(_)) => "localhost".to_string(),
     };
     let Ok(request) = Request::builder()
         .method(Method::GET)
@@ -117,5 +111,6 @@ pub fn address_label(address: &UpstreamAddress) -> String {
     match address {
         UpstreamAddress::Tcp(a) => a.clone(),
         UpstreamAddress::Unix(p) => format!("unix:{}", p.display()),
+        UpstreamAddress::Dns(records) => records.to_string(),
     }
 }

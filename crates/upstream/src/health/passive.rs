@@ -53,6 +53,11 @@ struct Window {
 }
 
 impl Passive {
+    /// Failures can take the peer out (`max_fails` above 0).
+    pub fn is_on(&self) -> bool {
+        self.max_fails > 0
+    }
+
     pub fn new(max_fails: u32, fail_timeout: Duration) -> Self {
         Self {
             max_fails,

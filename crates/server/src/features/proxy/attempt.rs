@@ -112,7 +112,7 @@ impl ProxyHandler {
                 destination: client.local,
             });
         }
-        self.set_host(&mut attempt, peer.index(), host);
+        self.set_host(&mut attempt, peer, host);
         (attempt, upload)
     }
 

@@ -16,7 +16,7 @@ use sluice_http::decompress::{DecompressBody, DecompressError};
 use sluice_upstream::health::active::address_label;
 use sluice_upstream::{Group, InFlight};
 
-use crate::shared::metrics::{DecompressMetrics, DecompressOutcome, UpstreamServerMetrics};
+use crate::shared::metrics::{DecompressMetrics, DecompressOutcome};
 use tokio::sync::Notify;
 
 /// The request body as one attempt sees it: taken from the shared slot on first poll, so a
@@ -141,7 +141,7 @@ impl<B> IdleTimeout<B> {
 /// the metrics, since the client side alone cannot tell an upstream fault from a slow client.
 pub(super) struct BodyErrorReport {
     pub(super) group: Arc<Group>,
-    pub(super) servers: Arc<[UpstreamServerMetrics]>,
+    pub(super) servers: crate::features::upstreams::ServerMetricsTable,
     pub(super) peer: usize,
 }
 

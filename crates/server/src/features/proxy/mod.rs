@@ -47,11 +47,10 @@ use body::{BodyErrorReport, CountedDecode, IdleTimeout, Peeked, Stalled, Upload}
 use retry::{Failure, Forward, Ready, Retries};
 use upgrade::Prepared;
 
-use crate::features::upstreams::RunningUpstream;
+use crate::features::upstreams::{RunningUpstream, ServerMetricsTable};
 use crate::shared::client::Client;
 use crate::shared::metrics::{
     DecompressMetrics, DecompressOutcome, TunnelMetrics, UpstreamMetrics, UpstreamOutcome,
-    UpstreamServerMetrics,
 };
 
 /// What the proxy measured of one request's trip upstream, kept in the request context.
@@ -70,9 +69,10 @@ pub struct ProxyHandler {
     client: UpstreamClient,
     upstream: Upstream,
     metrics: UpstreamMetrics,
-    /// Per peer, in peer order.
-    servers: Arc<[UpstreamServerMetrics]>,
-    /// Per peer, its address as a `Host` value (for `host = "upstream"`), built once.
+    /// Per peer, by peer number.
+    servers: ServerMetricsTable,
+    /// Per configured server, its address as a `Host` value (for `host = "upstream"`), built
+    /// once; peers discovered by DNS use the name they were found under.
     peer_hosts: Vec<Option<HeaderValue>>,
     /// The route's request-decoding metrics, when it has `decompress_requests`.
     decompress_metrics: Option<DecompressMetrics>,
@@ -98,6 +98,7 @@ impl ProxyHandler {
                 }
                 UpstreamAddress::Tcp(a) => HeaderValue::from_str(a).ok(),
                 UpstreamAddress::Unix(_) => Some(HeaderValue::from_static("localhost")),
+                UpstreamAddress::Dns(_) => None,
             })
             .collect();
         Self {
@@ -159,7 +160,7 @@ impl ProxyHandler {
                     ),
                 };
                 let server_metrics = self.servers.get(peer.index());
-                let guard = self.admit(&peer, server_metrics).await?;
+                let guard = self.admit(&peer, server_metrics.as_deref()).await?;
                 if peer.limit().is_some() {
                     // It may have waited in the server's `max_conns` queue.
                     sent_at = Instant::now();
@@ -188,7 +189,9 @@ impl ProxyHandler {
                         return self.succeeded(response, &mut req, &peer, sent_at, guard, timing);
                     }
                     Ok(Err(err)) => err,
-                    Err(timeout) => return Err(self.timed_out(timeout, &peer, server_metrics)),
+                    Err(timeout) => {
+                        return Err(self.timed_out(timeout, &peer, server_metrics.as_deref()));
+                    }
                 };
                 match self.classify(err, &req, &peer, retries.race_retry_left) {
                     Failure::ClientBody(error) => return Err(error),
@@ -559,10 +562,15 @@ impl ProxyHandler {
         }
     }
 
-    fn set_host(&self, req: &mut Request<Body>, peer: usize, client_host: Option<&HeaderValue>) {
+    fn set_host(&self, req: &mut Request<Body>, peer: &Peer, client_host: Option<&HeaderValue>) {
         let value = match &self.route.host {
             HostHeader::Set(v) => Some(v.clone()),
-            HostHeader::Upstream => self.peer_hosts.get(peer).cloned().flatten(),
+            HostHeader::Upstream => match peer.host() {
+                // Found by DNS: the name it was found under, as a configured `host:port` is
+                // sent.
+                Some(host) => HeaderValue::from_str(host).ok(),
+                None => self.peer_hosts.get(peer.index()).cloned().flatten(),
+            },
             // HTTP/2 clients send :authority instead of Host, and an absolute-form target's
             // authority replaces Host; HTTP/1.1 upstreams need it as Host.
             HostHeader::Pass => client_host.cloned(),

@@ -304,7 +304,7 @@ impl Running {
                 old_health.remove(name)
             } else {
                 upstreams::watch(running, &self.metrics);
-                upstreams::start_health_checks(running)
+                upstreams::start_health_checks(running, &self.metrics)
             };
             if let Some(checks) = checks {
                 self.health.insert(name.clone(), checks);
@@ -314,7 +314,9 @@ impl Running {
         let live: Vec<(String, String)> = new
             .config
             .iter()
-            .flat_map(|c| c.upstreams.iter().flat_map(upstreams::server_labels))
+            .flat_map(|c| c.upstreams.iter())
+            .filter_map(|u| new.upstreams.get(&u.name))
+            .flat_map(upstreams::server_labels)
             .collect();
         self.metrics.retain_upstream_servers(|upstream, server| {
             live.iter().any(|(u, s)| u == upstream && s == server)

@@ -62,7 +62,7 @@ pub(super) async fn build(
         .map(|upstream| {
             let running = match previous.upstreams.get(&upstream.name) {
                 Some(old) if old.serves(upstream) => old.clone(),
-                _ => upstreams::build(upstream, metrics).map_err(StartError)?,
+                old => upstreams::build_after(upstream, metrics, old).map_err(StartError)?,
             };
             Ok((upstream.name.clone(), running))
         })

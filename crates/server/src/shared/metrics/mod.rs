@@ -15,6 +15,7 @@ pub mod access;
 pub mod cache;
 pub mod compress_cpu;
 pub mod dictionary;
+pub mod dns;
 mod handles;
 mod histogram;
 mod labels;
@@ -88,7 +89,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 46] = [
+pub const ALL_NAMES: [&str; 49] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -135,6 +136,9 @@ pub const ALL_NAMES: [&str; 46] = [
     dictionary::DICTIONARY_SAVED_BYTES_TOTAL,
     access::ACCESS_DENIED_TOTAL,
     access::FORWARD_AUTH_REQUESTS_TOTAL,
+    dns::UPSTREAM_DNS_REFRESHES_TOTAL,
+    dns::UPSTREAM_DNS_CHANGES_TOTAL,
+    dns::UPSTREAM_DNS_LAST_GOOD_AGE,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -181,6 +185,7 @@ pub struct Metrics {
     tunnels_open: Family<RouteLabels, Gauge>,
     tunnels: Family<RouteEndLabels, Counter>,
     limits: limits::LimitFamilies,
+    dns: dns::DnsFamilies,
     access: access::AccessFamilies,
     protocol: protocol::ProtocolFamilies,
     compress_cpu: compress_cpu::CompressCpuFamilies,
@@ -337,6 +342,7 @@ impl Metrics {
             "Upgraded connections that ended, by route and how they ended",
         );
         let limits = limits::LimitFamilies::register(r);
+        let dns = dns::DnsFamilies::register(r);
         let access = access::AccessFamilies::register(r);
         let protocol = protocol::ProtocolFamilies::register(r);
         let compress_cpu = compress_cpu::CompressCpuFamilies::register(r);
@@ -387,6 +393,7 @@ impl Metrics {
             tunnels_open,
             tunnels,
             limits,
+            dns,
             access,
             protocol,
             compress_cpu,
@@ -619,6 +626,11 @@ impl Metrics {
     /// the config), so their storage can be freed.
     pub fn retain_cache_zones(&self, keep: impl Fn(&str) -> bool) {
         self.caches.retain(keep);
+    }
+
+    /// Handles for one `dns+` server of an upstream group (`name` as written: `dns+a:…`).
+    pub fn upstream_dns(&self, upstream: &str, name: &str) -> dns::DnsMetrics {
+        self.dns.handles(upstream, name)
     }
 
     /// Handles for an upstream group as a whole.
