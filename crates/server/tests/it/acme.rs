@@ -65,7 +65,6 @@ fn dns() -> Option<(Proc, u16)> {
 /// A running Pebble.
 struct Pebble {
     _proc: Proc,
-    dir: PathBuf,
     /// The directory URL.
     directory: String,
     /// The CA file that makes Pebble's own HTTPS trusted (written here, made with rcgen).
@@ -93,12 +92,17 @@ impl Pebble {
         )?;
         let dir = dir.join("pebble");
         std::fs::create_dir_all(&dir).unwrap();
-        let https = sluice_server::net::cert::generate(&["127.0.0.1".into(), "localhost".into()])
-            .unwrap();
+        // Pebble's own HTTPS certificate; a restart in the same directory keeps it, so sluice
+        // (which trusts its CA through `ca_root`) reaches the restarted Pebble.
         let https_ca = dir.join("https-ca.pem");
-        std::fs::write(&https_ca, &https.ca_cert_pem).unwrap();
-        std::fs::write(dir.join("cert.pem"), &https.chain_pem).unwrap();
-        std::fs::write(dir.join("key.pem"), &https.leaf_key_pem).unwrap();
+        if !https_ca.exists() {
+            let https =
+                sluice_server::net::cert::generate(&["127.0.0.1".into(), "localhost".into()])
+                    .unwrap();
+            std::fs::write(dir.join("cert.pem"), &https.chain_pem).unwrap();
+            std::fs::write(dir.join("key.pem"), &https.leaf_key_pem).unwrap();
+            std::fs::write(&https_ca, &https.ca_cert_pem).unwrap();
+        }
         let (listen, management) = setup.ports.unwrap_or_else(|| (free_port(), free_port()));
         let config = serde_json::json!({
             "pebble": {
@@ -141,7 +145,6 @@ impl Pebble {
         }
         Some(Self {
             _proc: Proc(child),
-            dir,
             directory: format!("https://127.0.0.1:{listen}/dir"),
             https_ca,
             management,
@@ -223,7 +226,7 @@ fn config(pebble: &Pebble, dir: &Path, tls_port: u16, plain: Option<u16>, h3: bo
         format!("[[listeners]]\nname = \"plain\"\naddress = \"127.0.0.1:{port}\"\n")
     });
     let protocols = if h3 {
-        "protocols = [\"http1\", \"h2\", \"h3\"]\n"
+        "protocols = [\"http/1.1\", \"h2\", \"h3\"]\n"
     } else {
         ""
     };
@@ -399,7 +402,7 @@ async fn tls_alpn01_obtains_a_certificate_on_the_tls_listener_itself() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 }
 
-/// A short-lived certificate (15 s) is renewed at two thirds of its life while clients that
+/// A short-lived certificate (30 s) is renewed at two thirds of its life while clients that
 /// trust only Pebble's root keep connecting: every request succeeds, and the certificate
 /// served changes without a reload.
 #[tokio::test]
@@ -411,7 +414,7 @@ async fn a_short_lived_certificate_is_renewed_under_load_without_a_failed_reques
         http_port,
         tls_port,
         dns_port,
-        validity: 15,
+        validity: 30,
         env: &[],
         ports: None,
     };
