@@ -12,11 +12,11 @@ use serde::de::{self, Visitor};
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
     RawAcme, RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress,
-    RawCompressLevels, RawConfig, RawDecompress, RawExternalAccount, RawDictionaryLevels, RawDictionaryTable,
-    RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawNot,
-    RawProxy, RawRateLimit, RawRedirect, RawRespond, RawResponseHeaders, RawRetry, RawRoute,
-    RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable, RawUpstream,
-    RawUpstreamTimeouts, RawUpstreamTls,
+    RawCompressLevels, RawConfig, RawDecompress, RawDictionaryLevels, RawDictionaryTable,
+    RawExternalAccount, RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener,
+    RawLog, RawNot, RawProxy, RawRateLimit, RawRedirect, RawRespond, RawResponseHeaders, RawRetry,
+    RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable,
+    RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.

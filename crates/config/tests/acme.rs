@@ -49,8 +49,15 @@ storage = "{}"
     assert_eq!(names, &["b.example", "a.example"]);
     let acme = config.acme.unwrap();
     assert_eq!(acme.directory, LETS_ENCRYPT);
-    assert_eq!(acme.challenge, AcmeChallenge::Http01, "a plain listener exists");
-    assert_eq!(acme.http_redirect, Some(http::StatusCode::PERMANENT_REDIRECT));
+    assert_eq!(
+        acme.challenge,
+        AcmeChallenge::Http01,
+        "a plain listener exists"
+    );
+    assert_eq!(
+        acme.http_redirect,
+        Some(http::StatusCode::PERMANENT_REDIRECT)
+    );
 }
 
 #[test]
@@ -110,7 +117,10 @@ acme_names = ["*.example.com", "192.0.2.1"]
 "#,
     );
     assert!(found.iter().any(|(_, m)| m.contains("DNS-01")), "{found:?}");
-    assert!(found.iter().any(|(_, m)| m.contains("IP address")), "{found:?}");
+    assert!(
+        found.iter().any(|(_, m)| m.contains("IP address")),
+        "{found:?}"
+    );
 }
 
 #[test]

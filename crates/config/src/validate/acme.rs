@@ -50,7 +50,12 @@ pub(super) fn listed_names(
     let items = OneOrMany::items(raw);
     if items.is_empty() {
         let hint = "list the names, or leave the key out to use the routes' hosts";
-        cx.r.error(&path, Some(raw.span()), "acme_names is empty", Some(hint.into()));
+        cx.r.error(
+            &path,
+            Some(raw.span()),
+            "acme_names is empty",
+            Some(hint.into()),
+        );
     }
     for item in items {
         let text = item.get_ref().trim().to_ascii_lowercase();
@@ -128,7 +133,12 @@ pub(super) fn acme(cx: &mut Cx<'_>, raw: Option<RawAcme>, listeners: &[Listener]
     if acme_listeners.is_empty() {
         if raw.is_some() {
             let hint = r#"add tls = "acme" to a listener, or remove [acme]"#;
-            cx.r.warn(&path, None, "[acme] is unused: no listener has tls = \"acme\"", Some(hint.into()));
+            cx.r.warn(
+                &path,
+                None,
+                "[acme] is unused: no listener has tls = \"acme\"",
+                Some(hint.into()),
+            );
         }
         return None;
     }
@@ -274,7 +284,11 @@ fn external_account(
     let key_id = match &raw.key_id {
         Some(id) => cx.non_empty(&path.key("key_id"), id, "key_id"),
         None => {
-            cx.r.missing(path, "key_id", Some("the key identifier your CA gave".into()));
+            cx.r.missing(
+                path,
+                "key_id",
+                Some("the key identifier your CA gave".into()),
+            );
             None
         }
     };
@@ -295,7 +309,11 @@ fn external_account(
             }
         }
         None => {
-            cx.r.missing(path, "hmac_key", Some("the base64url MAC key your CA gave".into()));
+            cx.r.missing(
+                path,
+                "hmac_key",
+                Some("the base64url MAC key your CA gave".into()),
+            );
             None
         }
     };
@@ -329,7 +347,9 @@ fn storage(cx: &mut Cx<'_>, path: &KeyPath, raw: Option<&Spanned<String>>) -> Pa
                 let _ = std::fs::remove_file(&probe);
                 None
             }
-            Err(e) => Some(format!("the ACME storage `{written}` cannot be written: {e}")),
+            Err(e) => Some(format!(
+                "the ACME storage `{written}` cannot be written: {e}"
+            )),
         }
     };
     if let Some(problem) = problem {

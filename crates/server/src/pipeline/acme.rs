@@ -43,7 +43,10 @@ impl AcmeFront {
         let (status, port) = self.redirect?;
         let Some(host) = request_host(req) else {
             let why = "a redirect to HTTPS needs the request's host";
-            return Some(crate::shared::error_page(StatusCode::BAD_REQUEST, Some(why)));
+            return Some(crate::shared::error_page(
+                StatusCode::BAD_REQUEST,
+                Some(why),
+            ));
         };
         let host = if host.contains(':') {
             format!("[{host}]")
@@ -57,7 +60,10 @@ impl AcmeFront {
         };
         let Ok(location) = HeaderValue::from_str(&location) else {
             let why = "the request's host cannot be put in a URL";
-            return Some(crate::shared::error_page(StatusCode::BAD_REQUEST, Some(why)));
+            return Some(crate::shared::error_page(
+                StatusCode::BAD_REQUEST,
+                Some(why),
+            ));
         };
         let mut response = Response::new(Body::Empty);
         *response.status_mut() = status;

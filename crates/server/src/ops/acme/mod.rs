@@ -52,7 +52,9 @@ pub struct CertInfo {
 
 /// Validity and names of the leaf of a PEM chain.
 pub fn cert_info(chain_pem: &str) -> Option<CertInfo> {
-    let leaf = CertificateDer::pem_slice_iter(chain_pem.as_bytes()).next()?.ok()?;
+    let leaf = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .next()?
+        .ok()?;
     let (_, parsed) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
     let validity = parsed.validity();
     let at = |t: i64| SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(t).unwrap_or(0));
@@ -247,9 +249,10 @@ impl Shared {
             }
             None => {
                 let contact: Vec<&str> = self.settings.contact.iter().map(String::as_str).collect();
-                let eab = self.settings.external_account.as_ref().map(|e| {
-                    instant_acme::ExternalAccountKey::new(e.key_id.clone(), &e.hmac_key)
-                });
+                let eab =
+                    self.settings.external_account.as_ref().map(|e| {
+                        instant_acme::ExternalAccountKey::new(e.key_id.clone(), &e.hmac_key)
+                    });
                 let (account, credentials) = builder()
                     .map_err(|e| e.to_string())?
                     .create(

@@ -110,7 +110,10 @@ pub(super) async fn order(
             other => return Err(Failure::local(format!("unexpected identifier {other:?}"))),
         };
         let mut challenge = authorization.challenge(kind.clone()).ok_or_else(|| {
-            Failure::local(format!("the CA offers no {} challenge for {name}", shared.settings.challenge.as_str()))
+            Failure::local(format!(
+                "the CA offers no {} challenge for {name}",
+                shared.settings.challenge.as_str()
+            ))
         })?;
         let key_authorization = challenge.key_authorization();
         match kind {
@@ -121,9 +124,10 @@ pub(super) async fn order(
                 answers.names_set.push(name.clone());
             }
             _ => {
-                answers
-                    .tokens
-                    .insert(challenge.token.clone(), key_authorization.as_str().to_owned());
+                answers.tokens.insert(
+                    challenge.token.clone(),
+                    key_authorization.as_str().to_owned(),
+                );
                 answers.tokens_set.push(challenge.token.clone());
             }
         }
@@ -137,7 +141,9 @@ pub(super) async fn order(
         .await
         .map_err(|e| Failure::acme("validation", e))?;
     if status != OrderStatus::Ready {
-        return Err(Failure::local(format!("the order is {status:?} after validation")));
+        return Err(Failure::local(format!(
+            "the order is {status:?} after validation"
+        )));
     }
     // A fresh key per certificate (ECDSA P-256, rcgen's default), never the account's.
     let key = KeyPair::generate().map_err(|e| Failure::local(format!("certificate key: {e}")))?;
@@ -164,10 +170,7 @@ pub(super) async fn order(
 
 /// The TLS-ALPN-01 certificate for `name` (RFC 8737 §3): self-signed, `name` its only SAN, with
 /// the critical acmeIdentifier extension holding `digest` (SHA-256 of the key authorization).
-fn alpn_certificate(
-    name: &str,
-    digest: &[u8],
-) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+fn alpn_certificate(name: &str, digest: &[u8]) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
     let mut params = CertificateParams::new(vec![name.to_owned()])
         .map_err(|e| format!("TLS-ALPN-01 certificate: {e}"))?;
     params
@@ -178,7 +181,11 @@ fn alpn_certificate(
         .self_signed(&key)
         .map_err(|e| format!("TLS-ALPN-01 certificate: {e}"))?;
     let provider = rustls::crypto::ring::default_provider();
-    tls::certified_key(made.pem().as_bytes(), key.serialize_pem().as_bytes(), &provider)
+    tls::certified_key(
+        made.pem().as_bytes(),
+        key.serialize_pem().as_bytes(),
+        &provider,
+    )
 }
 
 /// The challenge answers an order put up, withdrawn when it is dropped.

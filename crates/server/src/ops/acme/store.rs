@@ -49,7 +49,9 @@ impl Store {
 
     fn account_path(&self, directory_url: &str) -> PathBuf {
         let hash = hex::encode(sha2::Sha256::digest(directory_url.as_bytes()));
-        self.dir.join("accounts").join(format!("{}.json", &hash[..16]))
+        self.dir
+            .join("accounts")
+            .join(format!("{}.json", &hash[..16]))
     }
 
     /// The stored account credentials for `directory_url` (JSON), if any.
@@ -81,7 +83,12 @@ impl Store {
 
     /// Store a new chain and key. The key goes first: a reader that sees the new chain with the
     /// old key refuses the pair (they do not match) and tries again on its next look.
-    pub fn save_certificate(&self, names: &[String], chain: &str, key: &str) -> std::io::Result<()> {
+    pub fn save_certificate(
+        &self,
+        names: &[String],
+        chain: &str,
+        key: &str,
+    ) -> std::io::Result<()> {
         let dir = self.certificate_dir(names);
         DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         write_atomic(&dir.join("key.pem"), key.as_bytes())?;
@@ -202,7 +209,10 @@ mod tests {
             Some(("chain2".into(), "key2".into()))
         );
         let key = dir.path().join("acme/certificates/a.test/key.pem");
-        assert_eq!(fs::metadata(key).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         // No temporary file is left behind.
         let left: Vec<_> = fs::read_dir(dir.path().join("acme/certificates/a.test"))
             .unwrap()
@@ -231,6 +241,9 @@ mod tests {
             .set_modified(old)
             .unwrap();
         std::mem::forget(again);
-        assert!(store.lock(&names).unwrap().is_some(), "stale lock taken over");
+        assert!(
+            store.lock(&names).unwrap().is_some(),
+            "stale lock taken over"
+        );
     }
 }
