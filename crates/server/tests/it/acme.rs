@@ -262,6 +262,27 @@ retry_after_failure = "1s"
 
 /// Wait until the certificate has been issued `n` times (the `issued` counter).
 async fn issued(server: &sluice_testkit::TestServer, n: u64, limit: Duration) {
+    let state = match server.running().acme_certificates().await.first() {
+        Some(cert) => format!("{:?}", cert.renewal()),
+        None => "no certificate".into(),
+    };
+    let what = format!("the certificate (state at the start: {state})");
+    let deadline = Instant::now() + limit;
+    until(&what, limit + Duration::from_secs(1), async || {
+        let certs = server.running().acme_certificates().await;
+        let cert = certs.first()?;
+        let state = cert.renewal();
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the certificate: {state:?}"
+        );
+        (state.issued && issued_count(server).await >= n).then_some(())
+    })
+    .await;
+}
+
+#[allow(dead_code)]
+async fn issued_plain(server: &sluice_testkit::TestServer, n: u64, limit: Duration) {
     until("the certificate", limit, async || {
         let certs = server.running().acme_certificates().await;
         let cert = certs.first()?;
@@ -625,4 +646,65 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
     fn make_writer(&'a self) -> Self {
         self.clone()
     }
+}
+
+/// Two instances sharing the storage directory: the second finds the first's certificate on
+/// disk and serves it without ordering one of its own.
+#[tokio::test]
+async fn a_second_instance_sharing_the_storage_uses_the_stored_certificate() {
+    let Some((_dns, dns_port)) = dns() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (http_port, tls_port) = (free_port(), free_port());
+    let setup = PebbleSetup {
+        http_port,
+        tls_port,
+        dns_port,
+        validity: 3600,
+        env: &[],
+        ports: None,
+    };
+    let Some(pebble) = Pebble::start(dir.path(), &setup) else {
+        return;
+    };
+    let first_toml = with_admin(config(
+        &pebble,
+        dir.path(),
+        tls_port,
+        Some(http_port),
+        false,
+    ));
+    let first = sluice_testkit::start_toml_in(dir.path(), &first_toml).await;
+    issued(&first, 1, Duration::from_secs(60)).await;
+    let root = pebble.root().await;
+    let (leaf, _) = trusted_get(
+        format!("127.0.0.1:{tls_port}").parse().unwrap(),
+        &root,
+        NAME,
+    )
+    .await
+    .unwrap();
+
+    let second_dir = tempfile::tempdir().unwrap();
+    let other_tls = free_port();
+    // The same storage (config() puts it under `dir`), another TLS port, no plain listener.
+    let second_toml = with_admin(config(&pebble, dir.path(), other_tls, None, false));
+    let second = sluice_testkit::start_toml_in(second_dir.path(), &second_toml).await;
+    let state = second.running().acme_certificates().await[0].renewal();
+    assert!(
+        state.issued,
+        "loaded from the shared storage at start: {state:?}"
+    );
+    let (served, response) = trusted_get(
+        format!("127.0.0.1:{other_tls}").parse().unwrap(),
+        &root,
+        NAME,
+    )
+    .await
+    .unwrap();
+    assert_eq!(served, leaf, "the same certificate, not a second order");
+    assert!(response.starts_with("HTTP/1.1 200"));
+    assert_eq!(issued_count(&second).await, 0);
+    assert_eq!(metric(&second, "result=\"failed\"").await, 0);
 }

@@ -12,7 +12,6 @@ use rcgen::{CertificateParams, CustomExtension, DistinguishedName, KeyPair};
 use sluice_config::AcmeChallenge;
 
 use super::Shared;
-use crate::net::tls;
 use crate::shared::acme::{AcmeCert, Http01Tokens};
 
 /// A certificate the CA issued: the chain (leaf first) and its key, PEM.
@@ -180,12 +179,19 @@ fn alpn_certificate(name: &str, digest: &[u8]) -> Result<Arc<rustls::sign::Certi
     let made = params
         .self_signed(&key)
         .map_err(|e| format!("TLS-ALPN-01 certificate: {e}"))?;
+    // Not `tls::certified_key`: its check that key and certificate match parses the certificate
+    // with webpki, which refuses the critical acmeIdentifier extension it does not know. The
+    // key is the one the certificate was just made with.
     let provider = rustls::crypto::ring::default_provider();
-    tls::certified_key(
-        made.pem().as_bytes(),
-        key.serialize_pem().as_bytes(),
-        &provider,
-    )
+    let der = rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let signing_key = provider
+        .key_provider
+        .load_private_key(der)
+        .map_err(|e| format!("TLS-ALPN-01 key: {e}"))?;
+    Ok(Arc::new(rustls::sign::CertifiedKey::new(
+        vec![made.der().clone()],
+        signing_key,
+    )))
 }
 
 /// The challenge answers an order put up, withdrawn when it is dropped.
