@@ -102,8 +102,8 @@ mod tests {
 
     #[test]
     fn other_requests_go_to_https_keeping_the_target() {
-        let front = front(Some((StatusCode::PERMANENT_REDIRECT, Some(8443))));
-        let moved = front.answer(&get("/a/b?c=d", "A.test:8080")).unwrap();
+        let on_8443 = front(Some((StatusCode::PERMANENT_REDIRECT, Some(8443))));
+        let moved = on_8443.answer(&get("/a/b?c=d", "A.test:8080")).unwrap();
         assert_eq!(moved.status(), StatusCode::PERMANENT_REDIRECT);
         assert_eq!(
             moved.headers()[header::LOCATION],

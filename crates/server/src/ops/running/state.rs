@@ -51,7 +51,7 @@ pub(super) struct State {
     /// ACME certificates by their names (docs/acme.md): kept while a listener asks for the
     /// same names under the same `[acme]`, so a reload neither drops a certificate nor orders
     /// it again.
-    pub acme_certs: HashMap<Vec<String>, Arc<AcmeCert>>,
+    pub acme_certs: AcmeCerts,
     /// HTTP-01 tokens, one set for the process (answered by every listener without TLS).
     pub acme_tokens: Arc<Http01Tokens>,
 }
@@ -197,13 +197,16 @@ pub(super) async fn build(
     Ok((state, tasks))
 }
 
+/// ACME certificates by the names they cover.
+pub(super) type AcmeCerts = HashMap<Vec<String>, Arc<AcmeCert>>;
+
 /// The ACME certificate of each set of names the listeners ask for: the previous state's when
 /// the `[acme]` settings are unchanged, else a new one (the stored certificate, or a self-signed
 /// stand-in: a start never waits for, or fails on, the CA).
 fn acme_certs(
     config: &Config,
     previous: &State,
-) -> Result<(HashMap<Vec<String>, Arc<AcmeCert>>, Arc<Http01Tokens>), StartError> {
+) -> Result<(AcmeCerts, Arc<Http01Tokens>), StartError> {
     let mut certs = HashMap::new();
     let tokens = previous.acme_tokens.clone();
     let Some(settings) = &config.acme else {
