@@ -263,5 +263,6 @@ pub fn quick_config(
         upstreams: Vec::new(),
         caches: Vec::new(),
         admin: None,
+        acme: None,
     }
 }

@@ -11,10 +11,11 @@ use serde::de::{self, Visitor};
 
 use crate::path::{KeyPath, Seg};
 use crate::raw::{
-    RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress,
+    RawAcme, RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress,
     RawCompressLevels, RawConfig, RawDecompress, RawDictionaryLevels, RawDictionaryTable,
-    RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener, RawLog, RawNot,
-    RawProxy, RawRateLimit, RawRedirect, RawResolver, RawRespond, RawResponseHeaders, RawRetry,
+    RawExternalAccount, RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener,
+    RawLog, RawNot, RawProxy, RawRateLimit, RawRedirect, RawResolver, RawRespond, RawResponseHeaders,
+    RawRetry,
     RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable,
     RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
@@ -78,6 +79,8 @@ pub(crate) fn table_keys(path: &KeyPath) -> Option<&'static [&'static str]> {
         [K("caches"), K(_), K("disk")] => fields_of::<RawCacheDisk>(),
         [K("caches"), K(_), K("shared")] => fields_of::<RawCacheShared>(),
         [K("admin")] => fields_of::<RawAdmin>(),
+        [K("acme")] => fields_of::<RawAcme>(),
+        [K("acme"), K("external_account")] => fields_of::<RawExternalAccount>(),
         _ => None,
     }
 }
@@ -288,6 +291,8 @@ mod tests {
             root.key("caches").key("api").key("disk"),
             root.key("caches").key("api").key("shared"),
             root.key("admin"),
+            root.key("acme"),
+            root.key("acme").key("external_account"),
         ]
     }
 

@@ -189,6 +189,9 @@ disk = { zz = 1 }
 [admin]
 address = "127.0.0.1:2"
 zz = 1
+[acme]
+zz = 1
+external_account = { zz = 1 }
 "#;
     let diagnostics = sluice_config::parse_str(text, Path::new("schema.toml")).unwrap_err();
     let unknown: Vec<_> = diagnostics
@@ -228,6 +231,8 @@ zz = 1
         "upstreams.a.health_check.zz",
         "upstreams.a.tls.zz",
         "admin.zz",
+        "acme.zz",
+        "acme.external_account.zz",
     ];
     let mut paths: Vec<&str> = unknown.iter().map(|d| d.key_path.as_str()).collect();
     paths.sort_unstable();

@@ -160,6 +160,10 @@ pub enum Tls {
         default: CertFiles,
         sni: Vec<SniCertificate>,
     },
+    /// Certificates ordered from an ACME CA (`tls = "acme"`, docs/acme.md) for `names`: the
+    /// listener's `acme_names`, or its routes' exact hosts. A self-signed certificate for the
+    /// same names serves until the first one arrives.
+    Acme { names: Vec<String> },
 }
 
 /// A PEM certificate chain and its private key.

@@ -13,6 +13,7 @@
 //! route's `dictionary`).
 
 mod access;
+mod acme;
 mod cache;
 mod compress;
 mod dictionary;
@@ -27,6 +28,7 @@ mod server;
 mod upstream;
 
 pub use access::*;
+pub use acme::*;
 pub use cache::*;
 pub use compress::*;
 pub use dictionary::*;
@@ -54,4 +56,7 @@ pub struct Config {
     pub caches: Vec<CacheZone>,
     /// The admin listener (`/metrics`); `None` when not configured.
     pub admin: Option<Admin>,
+    /// Automatic certificates (`[acme]`, docs/acme.md); `Some` when a listener has
+    /// `tls = "acme"`.
+    pub acme: Option<Acme>,
 }

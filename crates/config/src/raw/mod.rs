@@ -42,6 +42,7 @@ pub(crate) struct RawConfig {
     pub caches: BTreeMap<String, RawCacheZone>,
     pub admin: Option<RawAdmin>,
     pub resolver: Option<RawResolver>,
+    pub acme: Option<RawAcme>,
 }
 
 /// `[resolver]`: how `dns+` upstream servers are looked up.
@@ -54,6 +55,30 @@ pub(crate) struct RawResolver {
     pub min_ttl: Option<Spanned<Scalar>>,
     pub max_ttl: Option<Spanned<Scalar>>,
     pub keep_last_good: Option<Spanned<Scalar>>,
+}
+
+/// `[acme]` (docs/acme.md)
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an [acme] table")]
+pub(crate) struct RawAcme {
+    pub directory: Option<Spanned<String>>,
+    pub staging: Option<Spanned<bool>>,
+    pub contact: Option<Spanned<OneOrMany>>,
+    pub external_account: Option<RawExternalAccount>,
+    pub storage: Option<Spanned<String>>,
+    pub ca_root: Option<Spanned<String>>,
+    pub challenge: Option<Spanned<String>>,
+    /// A status, or `false` for none.
+    pub http_redirect: Option<Spanned<Scalar>>,
+    pub retry_after_failure: Option<Spanned<Scalar>>,
+}
+
+/// `[acme.external_account]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "an external_account table with key_id and hmac_key")]
+pub(crate) struct RawExternalAccount {
+    pub key_id: Option<Spanned<String>>,
+    pub hmac_key: Option<Spanned<String>>,
 }
 
 /// `[admin]`
@@ -110,6 +135,8 @@ pub(crate) struct RawListener {
     pub tls: Option<Spanned<RawTls>>,
     /// HTTP/3: the `ma` of the `Alt-Svc` header on the listener's TCP responses; "0s": none.
     pub alt_svc_max_age: Option<Spanned<Scalar>>,
+    /// `tls = "acme"`: the names to order a certificate for (else the routes' hosts).
+    pub acme_names: Option<Spanned<OneOrMany>>,
 }
 
 /// `[listeners.tls]`, the table form of `tls`.

@@ -36,7 +36,8 @@ pub(super) fn listeners(
         let name = name(cx, &path, raw);
         let protocols = protocols(cx, &path, raw);
         let limits = limits(cx, &path, raw);
-        let tls = super::tls::tls(cx, &path.key("tls"), raw.tls.as_ref());
+        let mut tls = super::tls::tls(cx, &path.key("tls"), raw.tls.as_ref());
+        super::acme::listed_names(cx, &path, raw.acme_names.as_ref(), tls.as_mut());
         let session_ticket_keys = super::tls::ticket_keys(cx, &path.key("tls"), raw.tls.as_ref());
         let proxy_protocol = proxy_protocol(cx, &path, raw);
         let trusted_proxies = raw

@@ -10,6 +10,7 @@
 //! [`Config::upstreams`], which stays sorted by name.
 
 mod access;
+mod acme;
 mod actions;
 mod address;
 mod admin;
@@ -54,7 +55,7 @@ pub(crate) struct Cx<'a> {
 pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
     let server = server::server(cx, raw.server);
     let log = server::log(cx, raw.log);
-    let (listeners, listener_names) =
+    let (mut listeners, listener_names) =
         listeners::listeners(cx, raw.listeners, &server.trusted_proxies);
     let upstream_names: Vec<String> = raw.upstreams.keys().cloned().collect();
     let mut upstreams = upstreams::upstreams(cx, raw.upstreams);
@@ -70,6 +71,8 @@ pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
     upstreams.sort_by(|a, b| a.name.cmp(&b.name));
     resolver::attach(cx, raw.resolver, &mut upstreams);
     let admin = admin::admin(cx, raw.admin, &listeners);
+    acme::resolve_names(cx, &mut listeners, &routes);
+    let acme = acme::acme(cx, raw.acme, &listeners);
     cx.r.is_empty().then_some(Config {
         server,
         log,
@@ -78,5 +81,6 @@ pub(crate) fn config(raw: RawConfig, cx: &mut Cx<'_>) -> Option<Config> {
         upstreams,
         caches,
         admin,
+        acme,
     })
 }

@@ -21,13 +21,15 @@ pub(super) fn tls(cx: &mut Cx<'_>, path: &KeyPath, raw: Option<&Spanned<RawTls>>
         RawTls::Shorthand(text) if text == "self-signed" => Some(Tls::SelfSigned {
             hosts: default_self_signed_hosts(),
         }),
+        // The names are filled in by `acme::resolve_names` once the routes are known.
+        RawTls::Shorthand(text) if text == "acme" => Some(Tls::Acme { names: Vec::new() }),
         RawTls::Shorthand(text) => {
             let hint = if text.ends_with(".pem") || text.ends_with(".crt") {
                 format!(
                     r#"certificate files go in a table: tls = {{ cert = "{text}", key = "..." }}"#
                 )
             } else {
-                r#"write tls = "self-signed", or a table with cert and key"#.into()
+                r#"write tls = "self-signed", tls = "acme", or a table with cert and key"#.into()
             };
             cx.r.error(
                 path,

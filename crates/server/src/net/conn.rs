@@ -296,6 +296,14 @@ async fn serve_stream(
     };
     let proto = match tls.get_ref().1.alpn_protocol() {
         Some(b"h2") => Proto::Http2,
+        // A TLS-ALPN-01 validation (RFC 8737 §3): the handshake was the whole exchange; no
+        // HTTP follows, so close.
+        Some(crate::shared::acme::ACME_TLS_ALPN) => {
+            use tokio::io::AsyncWriteExt as _;
+            tracing::debug!(remote = %client.remote, "TLS-ALPN-01 validation handshake done");
+            let _ = tls.shutdown().await;
+            return;
+        }
         Some(_) => Proto::Http1,
         // No ALPN: the client did not ask; HTTP/1.1 unless the listener only speaks h2.
         None if task.protocols.http1 => Proto::Http1,

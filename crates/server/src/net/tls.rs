@@ -35,6 +35,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sluice_config::{CertFiles, HostMatch, Protocols, Tls};
 
 use crate::net::cert;
+use crate::shared::acme::{ACME_TLS_ALPN, AcmeCert};
 
 /// Why a listener's TLS could not be set up.
 #[derive(Debug)]
@@ -54,14 +55,30 @@ pub fn server_config(
     protocols: Protocols,
     resumption: &Resumption,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    server_config_with(tls, protocols, resumption, None)
+}
+
+/// [`server_config`] for a listener with `tls = "acme"`: its certificate is `acme`'s current
+/// one, swapped without a reload, and ALPN also offers `acme-tls/1` (after the HTTP
+/// protocols, so no HTTP client ever gets it) for TLS-ALPN-01 (RFC 8737).
+pub fn server_config_with(
+    tls: &Tls,
+    protocols: Protocols,
+    resumption: &Resumption,
+    acme: Option<Arc<AcmeCert>>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(ring::default_provider());
-    let resolver = Arc::new(CertResolver::new(tls, &provider)?);
+    let offers_acme = acme.is_some();
+    let resolver = Arc::new(CertResolver::new(tls, &provider, acme)?);
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError(format!("TLS protocol versions: {e}")))?
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = alpn_protocols(protocols);
+    if offers_acme {
+        config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+    }
     config.ticketer = resumption.ticketer.clone();
     config.session_storage = resumption.cache.clone();
     // TLS 1.3 tickets sent after each full or resumed handshake (RFC 8446 §4.6.1). Clients should
@@ -185,16 +202,38 @@ pub fn alpn_protocols(protocols: Protocols) -> Vec<Vec<u8>> {
     alpn
 }
 
-/// Picks a certificate by SNI: exact host, then `*.suffix`, then the default.
+/// Picks a certificate by SNI: exact host, then `*.suffix`, then the default; on an ACME
+/// listener, the ACME certificate (or, for a TLS-ALPN-01 handshake, its challenge certificate).
 #[derive(Debug)]
 struct CertResolver {
     default: Arc<CertifiedKey>,
     sni: Vec<(Vec<HostMatch>, Arc<CertifiedKey>)>,
+    acme: Option<Arc<AcmeCert>>,
 }
 
 impl CertResolver {
-    fn new(tls: &Tls, provider: &rustls::crypto::CryptoProvider) -> Result<Self, TlsError> {
+    fn new(
+        tls: &Tls,
+        provider: &rustls::crypto::CryptoProvider,
+        acme: Option<Arc<AcmeCert>>,
+    ) -> Result<Self, TlsError> {
+        if let Some(acme) = acme {
+            return Ok(Self {
+                default: acme.current(),
+                sni: Vec::new(),
+                acme: Some(acme),
+            });
+        }
         match tls {
+            // An ACME listener always comes with its certificate (`server_config_with`); this
+            // is a stand-in for a caller that built one without.
+            Tls::Acme { names } => Self::new(
+                &Tls::SelfSigned {
+                    hosts: names.clone(),
+                },
+                provider,
+                None,
+            ),
             Tls::SelfSigned { hosts } => {
                 let hosts = if hosts.is_empty() {
                     cert::DEFAULT_HOSTS
@@ -215,6 +254,7 @@ impl CertResolver {
                 Ok(Self {
                     default: key,
                     sni: Vec::new(),
+                    acme: None,
                 })
             }
             Tls::Files { default, sni } => {
@@ -223,7 +263,11 @@ impl CertResolver {
                     .iter()
                     .map(|entry| Ok((entry.hosts.clone(), load_files(&entry.files, provider)?)))
                     .collect::<Result<_, TlsError>>()?;
-                Ok(Self { default, sni })
+                Ok(Self {
+                    default,
+                    sni,
+                    acme: None,
+                })
             }
         }
     }
@@ -231,6 +275,20 @@ impl CertResolver {
 
 impl ResolvesServerCert for CertResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(acme) = &self.acme {
+            // RFC 8737 §3: a TLS-ALPN-01 validation offers `acme-tls/1` as its only protocol
+            // and must get the challenge certificate for its SNI, or no handshake at all.
+            let validation = hello.alpn().is_some_and(|offered| {
+                let mut offered = offered.peekable();
+                offered.peek().is_some() && offered.all(|p| p == ACME_TLS_ALPN)
+            });
+            if validation {
+                return hello
+                    .server_name()
+                    .and_then(|name| acme.challenge(&name.to_ascii_lowercase()));
+            }
+            return Some(acme.current());
+        }
         let Some(name) = hello.server_name() else {
             return Some(self.default.clone());
         };
@@ -266,7 +324,8 @@ fn load_files(
     })
 }
 
-fn certified_key(
+/// A rustls certificate from a PEM chain and PEM private key, checked to match.
+pub fn certified_key(
     cert_pem: &[u8],
     key_pem: &[u8],
     provider: &rustls::crypto::CryptoProvider,

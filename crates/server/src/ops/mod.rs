@@ -5,6 +5,7 @@
 //! The top layer: it may import `net`, `pipeline`, `features` and `shared`; no layer imports it
 //! (`tests/it/layers.rs` checks both).
 
+pub mod acme;
 pub mod admin;
 pub mod lifecycle;
 pub mod running;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! request phase   limits (414, 415) -> Host (400: missing, several, or not a host) ->
+//!                 ACME on listeners without TLS (HTTP-01 answers; the redirect to HTTPS) ->
 //!                 normal-form path (may answer 400) -> route (404 for none; 400 when the path
 //!                 reads as another route's) -> body size (413 on Content-Length) -> rate limit
 //!                 (may answer 429) -> access control (allow/deny 403, basic auth 401/429,
@@ -33,6 +34,7 @@
 //! `docs/request-lifecycle.md` draws this and must change with it.
 
 pub mod access_log;
+pub mod acme;
 pub mod body;
 pub mod context;
 pub mod host;
@@ -79,6 +81,9 @@ pub struct Pipeline {
     pub trusted_proxies: TrustedProxies,
     /// The listener's request limits (target length, stacked codings) and their metrics.
     pub limits: RequestLimits,
+    /// A listener without TLS beside ACME listeners: HTTP-01 answers and the redirect to
+    /// HTTPS, before routing ([`acme::AcmeFront`]).
+    pub acme: Option<acme::AcmeFront>,
 }
 
 /// What the request phase decided.
@@ -147,6 +152,11 @@ impl Pipeline {
                 StatusCode::BAD_REQUEST,
                 Some(why),
             ));
+        }
+        if let Some(acme) = &self.acme
+            && let Some(answer) = acme.answer(req)
+        {
+            return Next::Answered(answer);
         }
         if let Err(err) = crate::pipeline::target::normalize(req) {
             return Next::Answered(bad_path(&err));

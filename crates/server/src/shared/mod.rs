@@ -6,6 +6,7 @@
 //!
 //! The bottom layer: it imports no other folder of the crate (`tests/it/layers.rs`).
 
+pub mod acme;
 pub mod client;
 pub mod cpu;
 mod error_page;

@@ -91,6 +91,8 @@ struct Running {
     drain: mpsc::Sender<()>,
     /// Where the accept loops hand their connections.
     workers: Workers,
+    /// The ACME tasks (docs/acme.md), one per certificate.
+    acme: crate::ops::acme::Manager,
 }
 
 /// Bind every listener and start serving, every connection on the calling runtime.
@@ -116,6 +118,7 @@ pub async fn start_on(config: &Config, workers: Workers) -> Result<RunningServer
         status: Status::new(),
         drain,
         workers,
+        acme: crate::ops::acme::Manager::default(),
     };
     running.commit(new_state, listeners, sockets);
     Ok(RunningServer {
@@ -145,6 +148,13 @@ impl RunningServer {
             .iter()
             .find(|l| l.name == name)
             .map(|l| l.address)
+    }
+
+    /// The ACME certificates managed now (docs/acme.md), each with its names, the certificate
+    /// served and [`crate::shared::acme::AcmeCert::renewal`], the renewal state the status page
+    /// shows. Empty without `tls = "acme"` listeners.
+    pub async fn acme_certificates(&self) -> Vec<Arc<crate::shared::acme::AcmeCert>> {
+        self.running.lock().await.acme.certificates()
     }
 
     /// Test hook of CPU-adaptive compression: take `percent` (of the workers' CPU) as one CPU
@@ -239,6 +249,13 @@ impl Running {
         if let Some(config) = &new.config {
             self.commit_listeners(config, listeners, sockets.listeners, sockets.quic);
             self.commit_admin(config, sockets.admin);
+            // After the listeners: an order's challenges are answered by them.
+            self.acme.sync(
+                config.acme.as_ref(),
+                &new.acme_certs,
+                &new.acme_tokens,
+                &self.metrics,
+            );
             self.status
                 .config_loaded(self.status_view(config, &new), reload);
         }

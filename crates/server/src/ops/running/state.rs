@@ -27,8 +27,10 @@ use crate::net::limits::{ConnectionSlots, Limit};
 use crate::net::tls;
 use crate::pipeline::Pipeline;
 use crate::pipeline::access_log::AccessLogger;
+use crate::pipeline::acme::AcmeFront;
 use crate::pipeline::limits::RequestLimits;
 use crate::pipeline::router::{CompiledRoute, Router};
+use crate::shared::acme::{AcmeCert, Http01Tokens};
 use crate::shared::cpu::CpuLoad;
 use crate::shared::metrics::Metrics;
 
@@ -46,6 +48,12 @@ pub(super) struct State {
     /// Each TLS listener's session ticket keys and session cache, by listener name: kept while
     /// its certificates are, so clients resume across reloads (`tls::Resumption`).
     pub resumption: HashMap<String, tls::Resumption>,
+    /// ACME certificates by their names (docs/acme.md): kept while a listener asks for the
+    /// same names under the same `[acme]`, so a reload neither drops a certificate nor orders
+    /// it again.
+    pub acme_certs: AcmeCerts,
+    /// HTTP-01 tokens, one set for the process (answered by every listener without TLS).
+    pub acme_tokens: Arc<Http01Tokens>,
 }
 
 /// Build the state of `config`, reusing what `previous` has that is still valid. Returns it
@@ -108,6 +116,7 @@ pub(super) async fn build(
         }
         None => ConnectionSlots::server_wide(config.server.max_connections),
     };
+    let (acme_certs, acme_tokens) = acme_certs(config, previous)?;
     let mut listener_slots = HashMap::with_capacity(config.listeners.len());
     let mut resumption = HashMap::new();
     let mut tasks = Vec::with_capacity(config.listeners.len());
@@ -133,8 +142,12 @@ pub(super) async fn build(
                     listener.session_ticket_keys.as_deref(),
                 )
                 .map_err(failed)?;
-                let config =
-                    tls::server_config(t, listener.protocols, &sessions).map_err(failed)?;
+                let acme = match t {
+                    sluice_config::Tls::Acme { names } => acme_certs.get(names).cloned(),
+                    _ => None,
+                };
+                let config = tls::server_config_with(t, listener.protocols, &sessions, acme)
+                    .map_err(failed)?;
                 resumption.insert(listener.name.clone(), sessions);
                 if listener.protocols.http3 {
                     let settings =
@@ -153,6 +166,7 @@ pub(super) async fn build(
             unmatched: metrics.route(crate::shared::metrics::UNMATCHED_ROUTE),
             trusted_proxies: listener.trusted_proxies.clone(),
             limits: RequestLimits::new(&listener.limits, metrics.request_limits(&listener.name)),
+            acme: acme_front(config, listener, &acme_tokens),
         };
         let task = ListenerTask::new(
             listener.name.clone(),
@@ -177,6 +191,75 @@ pub(super) async fn build(
         server_slots: Some(server_slots),
         listener_slots,
         resumption,
+        acme_certs,
+        acme_tokens,
     };
     Ok((state, tasks))
+}
+
+/// ACME certificates by the names they cover.
+pub(super) type AcmeCerts = HashMap<Vec<String>, Arc<AcmeCert>>;
+
+/// The ACME certificate of each set of names the listeners ask for: the previous state's when
+/// the `[acme]` settings are unchanged, else a new one (the stored certificate, or a self-signed
+/// stand-in: a start never waits for, or fails on, the CA).
+fn acme_certs(
+    config: &Config,
+    previous: &State,
+) -> Result<(AcmeCerts, Arc<Http01Tokens>), StartError> {
+    let mut certs = HashMap::new();
+    let tokens = previous.acme_tokens.clone();
+    let Some(settings) = &config.acme else {
+        return Ok((certs, tokens));
+    };
+    let same_settings = previous
+        .config
+        .as_ref()
+        .is_some_and(|c| c.acme.as_ref() == Some(settings));
+    for listener in &config.listeners {
+        let Some(sluice_config::Tls::Acme { names }) = &listener.tls else {
+            continue;
+        };
+        if certs.contains_key(names) {
+            continue;
+        }
+        let cert = match previous.acme_certs.get(names) {
+            Some(kept) if same_settings => kept.clone(),
+            _ => crate::ops::acme::new_cert(settings, names)
+                .map_err(|e| StartError(format!("listener `{}`: {e}", listener.name)))?,
+        };
+        certs.insert(names.clone(), cert);
+    }
+    Ok((certs, tokens))
+}
+
+/// What a listener without TLS does for ACME: answer HTTP-01 challenges, and redirect to the
+/// HTTPS port of an ACME listener on the same address (or a wildcard one) with the
+/// configured status. No redirect when that port is 0 (known only once bound).
+fn acme_front(
+    config: &Config,
+    listener: &sluice_config::Listener,
+    tokens: &Arc<Http01Tokens>,
+) -> Option<AcmeFront> {
+    let settings = config.acme.as_ref()?;
+    if listener.tls.is_some() {
+        return None;
+    }
+    let paired = config.listeners.iter().find(|l| {
+        matches!(l.tls, Some(sluice_config::Tls::Acme { .. }))
+            && (l.address.ip() == listener.address.ip()
+                || l.address.ip().is_unspecified()
+                || listener.address.ip().is_unspecified())
+    });
+    let redirect = match (settings.http_redirect, paired) {
+        (Some(status), Some(tls)) if tls.address.port() != 0 => {
+            let port = tls.address.port();
+            Some((status, (port != 443).then_some(port)))
+        }
+        _ => None,
+    };
+    Some(AcmeFront {
+        tokens: tokens.clone(),
+        redirect,
+    })
 }

@@ -12,6 +12,7 @@
 //! they are spelled.
 
 pub mod access;
+pub mod acme;
 pub mod cache;
 pub mod compress_cpu;
 pub mod dictionary;
@@ -89,7 +90,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 49] = [
+pub const ALL_NAMES: [&str; 51] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -139,6 +140,8 @@ pub const ALL_NAMES: [&str; 49] = [
     dns::UPSTREAM_DNS_REFRESHES_TOTAL,
     dns::UPSTREAM_DNS_CHANGES_TOTAL,
     dns::UPSTREAM_DNS_LAST_GOOD_AGE,
+    acme::ACME_ORDERS_TOTAL,
+    acme::ACME_CERTIFICATE_EXPIRY_SECONDS,
 ];
 
 /// The `route` label of requests that matched no route (they get a 404). Counting them shows
@@ -190,6 +193,7 @@ pub struct Metrics {
     protocol: protocol::ProtocolFamilies,
     compress_cpu: compress_cpu::CompressCpuFamilies,
     dictionaries: dictionary::DictionaryFamilies,
+    acme: acme::AcmeFamilies,
     /// Upstream server state read at scrape time (see [`Metrics::watch_upstream_server`]).
     watches: Watches,
     /// Cache zones read at scrape time (see [`cache`]).
@@ -347,6 +351,7 @@ impl Metrics {
         let protocol = protocol::ProtocolFamilies::register(r);
         let compress_cpu = compress_cpu::CompressCpuFamilies::register(r);
         let dictionaries = dictionary::DictionaryFamilies::register(r);
+        let acme = acme::AcmeFamilies::register(r);
         let build: Family<BuildLabels, Gauge> = register(
             r,
             BUILD_INFO,
@@ -398,6 +403,7 @@ impl Metrics {
             protocol,
             compress_cpu,
             dictionaries,
+            acme,
             watches: Watches::default(),
             caches,
             last_render_len: AtomicUsize::new(4096),
@@ -488,6 +494,11 @@ impl Metrics {
         self.rate_limited.get_or_create_owned(&RouteLabels {
             route: route.to_owned(),
         })
+    }
+
+    /// Handles for an ACME certificate, by its first name.
+    pub fn acme(&self, certificate: &str) -> acme::AcmeMetrics {
+        self.acme.certificate(certificate)
     }
 
     /// Handles for a route's compression dictionaries.

@@ -90,6 +90,9 @@ fn exercised() -> Arc<Metrics> {
     dictionary.delta_made(sluice_core::DictionaryCoding::Dcz);
     dictionary.hit(sluice_core::DictionaryCoding::Dcb);
     dictionary.saved.inc_by(1000);
+    let acme = m.acme("a.test");
+    acme.issued.inc();
+    acme.expiry.set(1_800_000_000);
     m
 }
 
