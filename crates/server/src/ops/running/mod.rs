@@ -296,7 +296,7 @@ impl Running {
         status::View {
             upstreams: new.upstreams.clone(),
             listeners,
-            certificates: status::certs::of_config(config),
+            certificates: status::certs::of_config(config, &new.acme_certs),
             shared_zones: config
                 .caches
                 .iter()

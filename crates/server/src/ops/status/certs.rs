@@ -1,17 +1,24 @@
 //! The certificates the TLS listeners serve, as the status page lists them: names and validity
 //! of each leaf, read from the same PEM files, when the listener loads them (start-up, reload).
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use sluice_config::{Config, HostMatch, Tls};
+
+use crate::shared::acme::AcmeCert;
 
 /// One served certificate (the leaf of a chain).
 #[derive(Debug, Clone)]
 pub struct Certificate {
     pub listener: String,
-    /// `file` (a PEM file of the config) or `self_signed` (made in memory at start-up).
+    /// `file` (a PEM file of the config), `self_signed` (made in memory at start-up) or `acme`
+    /// (ordered from a CA, docs/acme.md: its validity and renewal are read live from `acme`).
     pub source: &'static str,
+    /// The managed certificate of an `acme` listener.
+    pub acme: Option<Arc<AcmeCert>>,
     /// The PEM file, for `file`.
     pub file: Option<String>,
     /// The SNI names it is chosen for, as configured; empty for the listener's default.
@@ -28,8 +35,12 @@ pub struct Certificate {
     pub error: Option<String>,
 }
 
-/// The certificates of every TLS listener of `config`, in file order.
-pub fn of_config(config: &Config) -> Vec<Certificate> {
+/// The certificates of every TLS listener of `config`, in file order; `acme` holds the managed
+/// certificates of its `tls = "acme"` listeners, by their names.
+pub fn of_config(
+    config: &Config,
+    acme: &HashMap<Vec<String>, Arc<AcmeCert>>,
+) -> Vec<Certificate> {
     let mut out = Vec::new();
     for listener in &config.listeners {
         match &listener.tls {
@@ -37,11 +48,25 @@ pub fn of_config(config: &Config) -> Vec<Certificate> {
             Some(Tls::SelfSigned { hosts }) => out.push(Certificate {
                 listener: listener.name.clone(),
                 source: "self_signed",
+                acme: None,
                 file: None,
                 sni: Vec::new(),
                 subject: None,
                 issuer: None,
                 names: hosts.clone(),
+                not_before: None,
+                not_after: None,
+                error: None,
+            }),
+            Some(Tls::Acme { names }) => out.push(Certificate {
+                listener: listener.name.clone(),
+                source: "acme",
+                acme: acme.get(names).cloned(),
+                file: None,
+                sni: Vec::new(),
+                subject: None,
+                issuer: None,
+                names: names.clone(),
                 not_before: None,
                 not_after: None,
                 error: None,
@@ -69,6 +94,7 @@ fn from_file(listener: &str, path: &Path, sni: Vec<String>) -> Certificate {
     let mut cert = Certificate {
         listener: listener.to_owned(),
         source: "file",
+        acme: None,
         file: Some(path.display().to_string()),
         sni,
         subject: None,

@@ -40,21 +40,33 @@ pub fn snapshot(metrics: &Metrics, status: &Status) -> Value {
         "cache_zones": cache_zones(&index, &view.shared_zones),
         "compression": compression(&index),
         "listeners": listeners(&index, &view.listeners),
-        "certificates": view.certificates.iter().map(|cert| json!({
-            "listener": cert.listener,
-            "source": cert.source,
-            "file": cert.file,
-            "sni": cert.sni,
-            "subject": cert.subject,
-            "issuer": cert.issuer,
-            "names": cert.names,
-            "not_before": cert.not_before,
-            "not_after": cert.not_after,
-            "expires_in_seconds": cert.not_after.map(|t| certs::expires_in(t, now)),
-            "error": cert.error,
-            // Filled by automatic certificates (ACME) once they exist; null for files.
-            "renewal": Value::Null,
-        })).collect::<Vec<_>>(),
+        "certificates": view.certificates.iter().map(|cert| {
+            // An ACME certificate changes while the config stays: read it now.
+            let renewal = cert.acme.as_ref().map(|acme| acme.renewal());
+            let not_before = renewal.as_ref().map_or(cert.not_before, |r| unix(r.not_before));
+            let not_after = renewal.as_ref().map_or(cert.not_after, |r| unix(r.not_after));
+            json!({
+                "listener": cert.listener,
+                "source": cert.source,
+                "file": cert.file,
+                "sni": cert.sni,
+                "subject": cert.subject,
+                "issuer": cert.issuer,
+                "names": cert.names,
+                "not_before": not_before,
+                "not_after": not_after,
+                "expires_in_seconds": not_after.map(|t| certs::expires_in(t, now)),
+                "error": cert.error,
+                // ACME's renewal state (docs/acme.md); null for files and self-signed ones.
+                "renewal": renewal.map(|r| json!({
+                    "issued": r.issued,
+                    "renew_at": unix(r.renew_at),
+                    "failures": r.failures,
+                    "last_error": r.last_error,
+                    "retry_at": unix(r.retry_at),
+                })),
+            })
+        }).collect::<Vec<_>>(),
     })
 }
 
@@ -358,4 +370,10 @@ fn listeners(index: &Index, listeners: &[super::ListenerInfo]) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+/// Seconds since the Unix epoch, as the certificates' other times are given.
+fn unix(time: Option<std::time::SystemTime>) -> Option<i64> {
+    let since = time?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(since.as_secs()).ok()
 }
