@@ -14,10 +14,9 @@ use crate::raw::{
     RawAcme, RawAdmin, RawBasicAuth, RawCacheDisk, RawCacheShared, RawCacheZone, RawCompress,
     RawCompressLevels, RawConfig, RawDecompress, RawDictionaryLevels, RawDictionaryTable,
     RawExternalAccount, RawForwardAuth, RawHeaderEdits, RawHealthCheck, RawKeepalive, RawListener,
-    RawLog, RawNot, RawProxy, RawRateLimit, RawRedirect, RawResolver, RawRespond, RawResponseHeaders,
-    RawRetry,
-    RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni, RawStatic, RawTlsTable,
-    RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
+    RawLog, RawNot, RawProxy, RawRateLimit, RawRedirect, RawResolver, RawRespond,
+    RawResponseHeaders, RawRetry, RawRoute, RawRouteCache, RawServer, RawServerTable, RawSni,
+    RawStatic, RawTlsTable, RawUpstream, RawUpstreamTimeouts, RawUpstreamTls,
 };
 
 /// The keys accepted by the table at `path`, or `None` when that table is free-form (e.g.

@@ -37,10 +37,7 @@ pub struct Certificate {
 
 /// The certificates of every TLS listener of `config`, in file order; `acme` holds the managed
 /// certificates of its `tls = "acme"` listeners, by their names.
-pub fn of_config(
-    config: &Config,
-    acme: &HashMap<Vec<String>, Arc<AcmeCert>>,
-) -> Vec<Certificate> {
+pub fn of_config(config: &Config, acme: &HashMap<Vec<String>, Arc<AcmeCert>>) -> Vec<Certificate> {
     let mut out = Vec::new();
     for listener in &config.listeners {
         match &listener.tls {
