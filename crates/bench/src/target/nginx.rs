@@ -75,6 +75,13 @@ pub fn config(
     addr: SocketAddr,
     dir: &Path,
 ) -> Result<String, StartError> {
+    // No config for a row nginx cannot serve (`start` refuses it too; `sluice import`'s test
+    // asks for every scenario's config directly).
+    if scenario.load.protocol == crate::scenario::Protocol::H3
+        && let Some(why) = super::no_http3(super::TargetKind::Nginx)
+    {
+        return Err(StartError::NotSupported(why.into()));
+    }
     let prefix = dir.display();
     let mut conf = String::new();
     // One worker: a single process (nothing to fork, the sampler sees it all); more: a master.

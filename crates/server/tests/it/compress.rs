@@ -509,6 +509,13 @@ async fn metrics_and_the_access_log_say_what_was_decided() {
         value("sluice_compress_bytes_in_total{algorithm=\"gzip\"}"),
         0.0
     );
+    // The encoder's time: some for br, which compressed the page, none for gzip.
+    let br_cpu = value("sluice_compress_cpu_seconds_total{algorithm=\"br\"}");
+    assert!(br_cpu > 0.0 && br_cpu < 5.0, "br encoder time {br_cpu}");
+    assert_eq!(
+        value("sluice_compress_cpu_seconds_total{algorithm=\"gzip\"}"),
+        0.0
+    );
 
     let lines = crate::lifecycle::wait_for_lines(&temp.path().join("access.log"), 2).await;
     let entries: Vec<serde_json::Value> = lines

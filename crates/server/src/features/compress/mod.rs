@@ -438,8 +438,9 @@ fn sent_encoding(headers: &HeaderMap) -> Option<&'static str> {
         .or_else(|| sluice_core::DictionaryCoding::from_token_bytes(token).map(|c| c.as_str()))
 }
 
-/// A compressed body that adds its bytes in and out to the algorithm's counters once, when it
-/// ends or is dropped (the client went away): two atomic adds per response, none per frame.
+/// A compressed body that adds its bytes in and out and its encoder time to the algorithm's
+/// counters once, when it ends or is dropped (the client went away): three atomic adds per
+/// response, none per frame.
 struct Metered {
     body: CompressBody<Body>,
     sent: u64,
@@ -449,7 +450,7 @@ struct Metered {
 impl Metered {
     fn finish(&mut self) {
         if let Some(bytes) = self.bytes.take() {
-            bytes.add(self.body.bytes_in(), self.sent);
+            bytes.add(self.body.bytes_in(), self.sent, self.body.encode_time());
         }
     }
 }

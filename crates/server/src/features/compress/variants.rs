@@ -24,6 +24,7 @@
 //! see [`inline_limit`].
 
 use std::io;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -97,20 +98,32 @@ impl Variants {
     /// [`Encoder::new`]) and stored. A request that finds another making it waits for those
     /// bytes instead of compressing too; if that request goes away first, the next one in line
     /// makes it.
+    #[cfg(test)]
     pub(super) async fn get_or_make(
         &self,
         key: Key,
         source: Bytes,
         level: Option<i32>,
     ) -> io::Result<(Bytes, Got)> {
+        let (variant, got, _) = self.get_or_make_timed(key, source, level).await?;
+        Ok((variant, got))
+    }
+
+    /// [`Variants::get_or_make`], with the time the encoder took (zero unless `Got::Made`).
+    pub(super) async fn get_or_make_timed(
+        &self,
+        key: Key,
+        source: Bytes,
+        level: Option<i32>,
+    ) -> io::Result<(Bytes, Got, Duration)> {
         let guard = match self.entries.get_value_or_guard_async(&key).await {
-            Ok(variant) => return Ok((variant, Got::Stored)),
+            Ok(variant) => return Ok((variant, Got::Stored, Duration::ZERO)),
             Err(guard) => guard,
         };
-        let variant = encode(key.algorithm, level, source).await?;
+        let (variant, took) = encode(key.algorithm, level, source).await?;
         // Refused only if the entry was removed meanwhile; this response has its bytes anyway.
         let _ = guard.insert(variant.clone());
-        Ok((variant, Got::Made))
+        Ok((variant, Got::Made, took))
     }
 
     #[cfg(test)]
@@ -124,13 +137,22 @@ impl Variants {
     }
 }
 
-/// `source` compressed whole: on this worker thread up to [`inline_limit`], else on the
-/// blocking pool.
-async fn encode(algorithm: Compression, level: Option<i32>, source: Bytes) -> io::Result<Bytes> {
-    if source.len() <= inline_limit(algorithm, level) {
-        return Encoder::encode_all(algorithm, level, &source);
+/// `source` compressed whole, and the time the encoder took (not the wait for a blocking
+/// thread): on this worker thread up to [`inline_limit`], else on the blocking pool.
+async fn encode(
+    algorithm: Compression,
+    level: Option<i32>,
+    source: Bytes,
+) -> io::Result<(Bytes, Duration)> {
+    let inline = source.len() <= inline_limit(algorithm, level);
+    let timed = move || {
+        let started = std::time::Instant::now();
+        Encoder::encode_all(algorithm, level, &source).map(|out| (out, started.elapsed()))
+    };
+    if inline {
+        return timed();
     }
-    tokio::task::spawn_blocking(move || Encoder::encode_all(algorithm, level, &source))
+    tokio::task::spawn_blocking(timed)
         .await
         .map_err(io::Error::other)?
 }
@@ -182,17 +204,17 @@ impl RouteCompression {
                 return None;
             };
             let level = self.levels[algorithm.index()];
-            let made = variants.get_or_make(key, source.clone(), level).await;
+            let made = variants.get_or_make_timed(key, source.clone(), level).await;
             match made {
-                Ok((variant, Got::Made)) => {
+                Ok((variant, Got::Made, took)) => {
                     self.metrics.variant_made(algorithm);
                     let bytes_in = source.len() as u64;
                     self.metrics
                         .bytes(algorithm)
-                        .add(bytes_in, variant.len() as u64);
+                        .add(bytes_in, variant.len() as u64, took);
                     variant
                 }
-                Ok((variant, Got::Stored)) => {
+                Ok((variant, Got::Stored, _)) => {
                     self.metrics.variant_hit(algorithm);
                     variant
                 }

@@ -308,8 +308,7 @@ fn compression(index: &Index) -> Value {
                 "bytes_in": int(bytes_in),
                 "bytes_out": int(bytes_out),
                 "saved_bytes": int((bytes_in - bytes_out).max(0.0)),
-                // Not measured yet: compressors do not time themselves (docs/status.md).
-                "cpu_seconds": Value::Null,
+                "cpu_seconds": index.sum(m::COMPRESS_CPU_SECONDS_TOTAL, &a),
             })
         })
         .collect();

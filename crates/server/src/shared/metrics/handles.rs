@@ -103,21 +103,26 @@ impl CompressMetrics {
     }
 }
 
-/// Identity bytes in and encoded bytes out of one algorithm's compressors.
+/// Identity bytes in, encoded bytes out and encoder time of one algorithm's compressors.
 #[derive(Clone, Debug)]
 pub struct CompressBytes {
     pub(super) bytes_in: Counter,
     pub(super) bytes_out: Counter,
+    pub(super) cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl CompressBytes {
-    /// One response body is done (finished or dropped): add what it compressed.
-    pub fn add(&self, bytes_in: u64, bytes_out: u64) {
+    /// One response body (or kept variant) is done: add what it compressed and the time its
+    /// encoder took.
+    pub fn add(&self, bytes_in: u64, bytes_out: u64, took: std::time::Duration) {
         if bytes_in > 0 {
             self.bytes_in.inc_by(bytes_in);
         }
         if bytes_out > 0 {
             self.bytes_out.inc_by(bytes_out);
+        }
+        if !took.is_zero() {
+            self.cpu_seconds.inc_by(took.as_secs_f64());
         }
     }
 }

@@ -79,6 +79,7 @@ pub const BUILD_INFO: &str = "sluice_build_info";
 pub const COMPRESS_RESPONSES_TOTAL: &str = "sluice_compress_responses_total";
 pub const COMPRESS_BYTES_IN_TOTAL: &str = "sluice_compress_bytes_in_total";
 pub const COMPRESS_BYTES_OUT_TOTAL: &str = "sluice_compress_bytes_out_total";
+pub const COMPRESS_CPU_SECONDS_TOTAL: &str = "sluice_compress_cpu_seconds_total";
 pub const COMPRESS_VARIANTS_MADE_TOTAL: &str = "sluice_compress_variants_made_total";
 pub const COMPRESS_VARIANT_HITS_TOTAL: &str = "sluice_compress_variant_hits_total";
 pub const DECOMPRESS_REQUESTS_TOTAL: &str = "sluice_decompress_requests_total";
@@ -90,7 +91,7 @@ pub const TUNNELS_OPEN: &str = "sluice_tunnels_open";
 pub const TUNNELS_TOTAL: &str = "sluice_tunnels_total";
 
 /// Every metric name, for tests and docs checks.
-pub const ALL_NAMES: [&str; 51] = [
+pub const ALL_NAMES: [&str; 52] = [
     REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
     REQUEST_BYTES_TOTAL,
@@ -111,6 +112,7 @@ pub const ALL_NAMES: [&str; 51] = [
     COMPRESS_RESPONSES_TOTAL,
     COMPRESS_BYTES_IN_TOTAL,
     COMPRESS_BYTES_OUT_TOTAL,
+    COMPRESS_CPU_SECONDS_TOTAL,
     COMPRESS_VARIANTS_MADE_TOTAL,
     COMPRESS_VARIANT_HITS_TOTAL,
     DECOMPRESS_REQUESTS_TOTAL,
@@ -177,6 +179,7 @@ pub struct Metrics {
     proxy_protocol_errors: Family<ListenerLabels, Counter>,
     compress_responses: Family<RouteDecisionLabels, Counter>,
     compress_bytes_in: Family<AlgorithmLabels, Counter>,
+    compress_cpu_seconds: Family<AlgorithmLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     compress_bytes_out: Family<AlgorithmLabels, Counter>,
     compress_variants_made: Family<RouteAlgorithmLabels, Counter>,
     compress_variant_hits: Family<RouteAlgorithmLabels, Counter>,
@@ -295,6 +298,11 @@ impl Metrics {
             COMPRESS_BYTES_IN_TOTAL,
             "Identity bytes fed to response compressors, by algorithm",
         );
+        let compress_cpu_seconds = register(
+            r,
+            COMPRESS_CPU_SECONDS_TOTAL,
+            "Seconds spent in response compressors (streamed bodies and kept variants), by algorithm",
+        );
         let compress_bytes_out = register(
             r,
             COMPRESS_BYTES_OUT_TOTAL,
@@ -387,6 +395,7 @@ impl Metrics {
             proxy_protocol_errors,
             compress_responses,
             compress_bytes_in,
+            compress_cpu_seconds,
             compress_bytes_out,
             compress_variants_made,
             compress_variant_hits,
@@ -464,6 +473,7 @@ impl Metrics {
             CompressBytes {
                 bytes_in: self.compress_bytes_in.get_or_create_owned(&labels),
                 bytes_out: self.compress_bytes_out.get_or_create_owned(&labels),
+                cpu_seconds: self.compress_cpu_seconds.get_or_create_owned(&labels),
             }
         });
         let by_algorithm = |family: &Family<RouteAlgorithmLabels, Counter>| {

@@ -57,7 +57,11 @@ fn exercised() -> Arc<Metrics> {
     compress.decided(sluice_http::compress_policy::Decision::Skip(
         sluice_http::compress_policy::SkipReason::TooSmall,
     ));
-    compress.bytes(sluice_core::Compression::BR).add(1000, 100);
+    compress.bytes(sluice_core::Compression::BR).add(
+        1000,
+        100,
+        std::time::Duration::from_millis(250),
+    );
     compress.variant_made(sluice_core::Compression::GZIP);
     compress.variant_hit(sluice_core::Compression::GZIP);
     compress.variant_hit(sluice_core::Compression::GZIP);
@@ -347,6 +351,7 @@ fn compression_is_counted_by_decision_and_algorithm() {
     let br = [("algorithm", "br")];
     assert_eq!(sample(&text, COMPRESS_BYTES_IN_TOTAL, &br), Some(1000.0));
     assert_eq!(sample(&text, COMPRESS_BYTES_OUT_TOTAL, &br), Some(100.0));
+    assert_eq!(sample(&text, COMPRESS_CPU_SECONDS_TOTAL, &br), Some(0.25));
     let gzip = [("algorithm", "gzip")];
     assert_eq!(sample(&text, COMPRESS_BYTES_OUT_TOTAL, &gzip), Some(0.0));
     let variants =
