@@ -32,6 +32,11 @@ fn lab_context(dir: &Path) -> Context {
     std::fs::create_dir_all(&ctx.page_dir).unwrap();
     std::fs::create_dir_all(&ctx.precompressed_dir).unwrap();
     std::fs::write(ctx.page_dir.join(fixtures::PAGE_NAME), &page).unwrap();
+    std::fs::write(
+        ctx.page_dir.join(fixtures::DOWNLOAD_NAME),
+        fixtures::download(),
+    )
+    .unwrap();
     std::fs::write(ctx.precompressed_dir.join(fixtures::PAGE_NAME), &page).unwrap();
     for (algorithm, level, ext) in [
         (scenario::Algorithm::Gzip, 9, "gz"),

@@ -97,6 +97,9 @@ fn exercised() -> Arc<Metrics> {
     let acme = m.acme("a.test");
     acme.issued.inc();
     acme.expiry.set(1_800_000_000);
+    let dns = m.upstream_dns("app", "dns+a:app.internal:8080");
+    dns.refreshed("ok", Some(std::time::Duration::from_secs(3)));
+    dns.changed(1, 0);
     m
 }
 
