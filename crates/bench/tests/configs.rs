@@ -201,8 +201,18 @@ fn nginx_configs_pass_nginx_t() {
         }
         tested += 1;
     }
-    // What Debian's nginx cannot do: brotli, zstd, request-body decompression.
-    assert_eq!(not_supported, ["post-gz1", "static-br", "static-zstd"]);
+    // What Debian's nginx cannot do: brotli, zstd, request-body decompression, HTTP/3.
+    assert_eq!(
+        not_supported,
+        [
+            "post-gz1",
+            "static-br",
+            "static-zstd",
+            "tls-h3",
+            "json-h3",
+            "download-h3"
+        ]
+    );
     assert!(tested >= 15, "{tested}");
 }
 
@@ -320,12 +330,14 @@ fn haproxy_configs_pass_haproxy_c() {
             "date-proxy-gzip-1",
             "stream-raw",
             "stream-gzip-1",
+            "json-h2",
         ]
     );
     // No file server, no request decoding, one gzip level (libslz).
     assert!(not_supported.contains(&"static-plain".to_string()));
     assert!(not_supported.contains(&"post-gz1".to_string()));
     assert!(not_supported.contains(&"date-cached-gzip-6".to_string()));
+    assert!(not_supported.contains(&"tls-h3".to_string()));
 }
 
 #[test]
@@ -385,12 +397,17 @@ fn caddyfiles_adapt_and_pass_caddy_validate() {
             "static-precompressed",
             "tls-h1",
             "tls-h2",
+            "tls-h3",
             "date-proxy-c1",
             "date-proxy-c6",
             "date-balanced",
             "date-proxy-gzip-1",
             "stream-raw",
             "stream-gzip-1",
+            "json-h2",
+            "json-h3",
+            "download-h2",
+            "download-h3",
             "static-c1000",
         ]
     );

@@ -116,6 +116,12 @@ pub fn config(
     dir: &Path,
 ) -> Result<String, StartError> {
     let not = |why: &str| Err(StartError::NotSupported(why.into()));
+    // No config for a row HAProxy cannot serve (`start` refuses it too).
+    if scenario.load.protocol == crate::scenario::Protocol::H3
+        && let Some(why) = super::no_http3(super::TargetKind::Haproxy)
+    {
+        return not(why);
+    }
     let proxy = match &scenario.setup {
         Setup::Static { .. } | Setup::Precompressed => {
             return not("HAProxy serves no files: it is a proxy in front of an origin");
