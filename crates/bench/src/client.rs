@@ -85,24 +85,7 @@ pub async fn send_h3(
         .await
         .map_err(|e| format!("request body: {e}"))?
         .to_bytes();
-    let mut stream = sender
-        .send_request(Request::from_parts(parts, ()))
-        .await
-        .map_err(|e| format!("HTTP/3 request: {e}"))?;
-    if !body.is_empty() {
-        stream
-            .send_data(body)
-            .await
-            .map_err(|e| format!("HTTP/3 request body: {e}"))?;
-    }
-    stream
-        .finish()
-        .await
-        .map_err(|e| format!("HTTP/3 request end: {e}"))?;
-    let head = stream
-        .recv_response()
-        .await
-        .map_err(|e| format!("HTTP/3 response: {e}"))?;
+    let (mut stream, head) = exchange_h3(sender, parts, body).await?;
     let status = head.status().as_u16();
     let mut head_size = 0u64;
     for (name, value) in head.headers() {
@@ -126,6 +109,38 @@ pub async fn fetch_h3(
     use hyper::body::Buf as _;
     let (parts, body) = req.into_parts();
     let body = body.into_inner().unwrap_or_default();
+    let (mut stream, head) = exchange_h3(sender, parts, body).await?;
+    let mut collected = bytes::BytesMut::new();
+    while let Some(mut chunk) = stream
+        .recv_data()
+        .await
+        .map_err(|e| format!("HTTP/3 response body: {e}"))?
+    {
+        while chunk.has_remaining() {
+            let piece = chunk.chunk();
+            collected.extend_from_slice(piece);
+            let n = piece.len();
+            chunk.advance(n);
+        }
+    }
+    let (head, ()) = head.into_parts();
+    Ok((head.status.as_u16(), head.headers, collected.freeze()))
+}
+
+/// The request half of one HTTP/3 exchange, shared by [`send_h3`] and [`fetch_h3`]: the head,
+/// the body (if any), the end of the request, then the response head; the stream is left for
+/// the response body.
+async fn exchange_h3(
+    sender: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Result<
+    (
+        h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>,
+        http::Response<()>,
+    ),
+    String,
+> {
     let mut stream = sender
         .send_request(Request::from_parts(parts, ()))
         .await
@@ -144,21 +159,7 @@ pub async fn fetch_h3(
         .recv_response()
         .await
         .map_err(|e| format!("HTTP/3 response: {e}"))?;
-    let mut collected = bytes::BytesMut::new();
-    while let Some(mut chunk) = stream
-        .recv_data()
-        .await
-        .map_err(|e| format!("HTTP/3 response body: {e}"))?
-    {
-        while chunk.has_remaining() {
-            let piece = chunk.chunk();
-            collected.extend_from_slice(piece);
-            let n = piece.len();
-            chunk.advance(n);
-        }
-    }
-    let (head, ()) = head.into_parts();
-    Ok((head.status.as_u16(), head.headers, collected.freeze()))
+    Ok((stream, head))
 }
 
 /// A QUIC connection speaking HTTP/3 to `endpoint`, on a client endpoint of its own (its own

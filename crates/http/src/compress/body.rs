@@ -155,10 +155,7 @@ where
                     .is_some_and(|t| t.as_mut().poll(cx).is_ready());
             if deadline_passed {
                 *this.timer_armed = false;
-                let started = std::time::Instant::now();
-                let flushed = flush(this.encoder, this.buf, this.unflushed);
-                *this.encode_time += started.elapsed();
-                if let Err(e) = flushed {
+                if let Err(e) = timed_flush(&mut this) {
                     *this.state = State::Done;
                     return Poll::Ready(Some(Err(e)));
                 }
@@ -192,10 +189,7 @@ where
                         return Poll::Pending;
                     }
                     *this.timer_armed = false;
-                    let started = std::time::Instant::now();
-                    let flushed = flush(this.encoder, this.buf, this.unflushed);
-                    *this.encode_time += started.elapsed();
-                    if let Err(e) = flushed {
+                    if let Err(e) = timed_flush(&mut this) {
                         *this.state = State::Done;
                         return Poll::Ready(Some(Err(e)));
                     }
@@ -243,6 +237,14 @@ where
         matches!(self.state, State::Done)
     }
     // `size_hint` stays the default: unknown, since the compressed length is.
+}
+
+/// [`flush`], its time added to the encoder's.
+fn timed_flush<B>(this: &mut Projection<'_, B>) -> Result<(), BoxError> {
+    let started = std::time::Instant::now();
+    let flushed = flush(this.encoder, this.buf, this.unflushed);
+    *this.encode_time += started.elapsed();
+    flushed
 }
 
 /// [`write`], its time added to the encoder's.

@@ -279,6 +279,9 @@ async fn chromium_dom(
     extra: &[String],
 ) -> String {
     let profile = tempfile::tempdir().unwrap();
+    // The testkit's one launcher: --headless --no-sandbox, this fresh profile,
+    // --disable-background-networking and
+    // --host-resolver-rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost".
     let mut cmd = sluice_testkit::browser::headless(chromium, profile.path(), 60);
     cmd.arg(format!("--virtual-time-budget={budget_ms}"))
         .args(extra)
