@@ -39,27 +39,67 @@ impl Drop for Proc {
     }
 }
 
-/// dnsmasq answering `*.acme.test` with 127.0.0.1 on a loopback port.
+/// dnsmasq answering `*.acme.test` with 127.0.0.1 on a loopback port, once it answers: the port
+/// from [`free_port`] is free only when asked, so a dnsmasq that could not bind it (another test
+/// took it meanwhile) is started again on another port instead of leaving Pebble's lookups
+/// unanswered.
 fn dns() -> Option<(Proc, u16)> {
     let dnsmasq = external::require("dnsmasq", "apt-get install dnsmasq-base")?;
-    let port = free_port();
-    let child = Command::new(dnsmasq)
-        .args([
-            "--keep-in-foreground",
-            "--conf-file=/dev/null",
-            "--no-resolv",
-            "--no-hosts",
-            "--bind-interfaces",
-            "--listen-address=127.0.0.1",
-            "--user=root",
-            &format!("--port={port}"),
-            "--address=/acme.test/127.0.0.1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child = Proc(
+            Command::new(&dnsmasq)
+                .args([
+                    "--keep-in-foreground",
+                    "--conf-file=/dev/null",
+                    "--no-resolv",
+                    "--no-hosts",
+                    "--bind-interfaces",
+                    "--listen-address=127.0.0.1",
+                    "--user=root",
+                    &format!("--port={port}"),
+                    "--address=/acme.test/127.0.0.1",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        if answers(&mut child, port) {
+            return Some((child, port));
+        }
+    }
+    panic!("dnsmasq did not answer on any of 5 ports");
+}
+
+/// Whether dnsmasq on `port` answers an A query for [`NAME`] within 10 s (it is polled, with a
+/// 100 ms receive timeout per query, until then or until it exits).
+fn answers(child: &mut Proc, port: u16) -> bool {
+    // A DNS query (RFC 1035 §4.1): id, flags with recursion desired, one question; NAME as
+    // labels; type A, class IN.
+    let mut query = vec![0x51, 0x1c, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in NAME.split('.') {
+        query.push(label.len() as u8);
+        query.extend_from_slice(label.as_bytes());
+    }
+    query.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
-    Some((Proc(child), port))
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut reply = [0u8; 512];
+    while Instant::now() < deadline {
+        if child.0.try_wait().is_ok_and(|status| status.is_some()) {
+            return false;
+        }
+        let _ = socket.send_to(&query, ("127.0.0.1", port));
+        if let Ok((n, _)) = socket.recv_from(&mut reply) {
+            // Same id, a response, at least one answer.
+            return n > 12 && reply[..2] == query[..2] && reply[2] & 0x80 != 0 && reply[7] > 0;
+        }
+    }
+    false
 }
 
 /// A running Pebble.
